@@ -1,0 +1,499 @@
+#!/usr/bin/env python3
+"""obsaug ops benchmark (DESIGN.md section 9): one command, one run, one table.
+
+For each device (cpu, and cuda when available), frame layout (default
+9x84x84, DMControl: 3 stacked RGB frames; 4x84x84 is Atari, 4 grayscale
+frames with a 1-channel pool) and batch size B, it times side by side:
+
+  copy            dst.copy_(src) of the uint8 batch into a preallocated tensor:
+                  the memory-traffic floor, measured in the same run
+  obsaug in place obsaug.ops.augment(obs, pool, ops=[shift pad 4, overlay 0.5],
+                  inplace=True): one fused pass
+  obsaug out      the same, out of place (allocates the output each call)
+  eager           the same two ops in plain PyTorch as DMControl-GB writes them,
+                  with the pool preloaded on the device: random_shift
+                  (F.pad replicate + view_as_windows gather crop, random_crop
+                  from DMControl-GB/RAD, verbatim) then random_overlay
+                  (index_select of random pool images, float blend, back to uint8)
+  obsaug shift f32  obsaug.ops.shift(x, pad=4) on float32 input, out of place
+  DrQ-v2 shift    DrQ-v2's RandomShiftsAug (replicate pad + grid_sample) on float32
+  kornia crop     DrQ's nn.Sequential(ReplicationPad2d(4), kornia RandomCrop) on
+                  float32 (when kornia is installed; by default on CUDA only, see --kornia)
+
+Method: every method is warmed up, its calls per measurement are calibrated
+to --min-time, then --rounds rounds run every method once each, the order
+rotated per round, so machine noise hits all methods alike; the reported time
+is the median over rounds of (measurement time / calls). CUDA times use CUDA
+events on the current stream.
+
+Bytes counted (GB/s = bytes / time, 1 GB = 1e9 bytes), N = B*S*C*H*W:
+  copy:                    2*N        (read src + write dst)
+  obsaug overlay+shift:    2*N + B*C*H*W  (read batch + write batch + one
+                           distractor of C channels per sample, shared by its
+                           S frames); the eager row is credited the same
+                           useful bytes (it moves several times more)
+  shift f32 rows:          2*N*4      (read + write float32)
+"x copy" = t_copy / t_method (1.0 = as fast as copying the uint8 batch once);
+"speedup" = t_baseline / t_obsaug, baseline = eager for the fused uint8 rows
+and DrQ-v2 RandomShiftsAug for the f32 shift row.
+
+Example:
+  PYTHONPATH=python .venv/bin/python benchmarks/bench_ops.py
+  PYTHONPATH=python .venv/bin/python benchmarks/bench_ops.py --device cuda \
+      --frames 9x84x84 4x84x84 --json out/bench.json
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+try:
+    import obsaug
+except ImportError:  # running from a checkout without PYTHONPATH=python
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import obsaug
+
+try:
+    import kornia
+    import kornia.augmentation
+except Exception:  # noqa: BLE001  (kornia is optional)
+    kornia = None
+
+PAD = 4
+ALPHA = 0.5
+OBSAUG_OPS = [{"op": "shift", "pad": PAD}, {"op": "overlay", "alpha": ALPHA}]
+
+
+# --------------------------------------------------------------------------
+# Baselines, written after the published code.
+# --------------------------------------------------------------------------
+
+# DMControl-GB (nicklashansen/dmcontrol-generalization-benchmark), src/augmentations.py.
+# view_as_windows_cuda, random_crop and random_shift are verbatim apart from the
+# assertion that the input is a CUDA tensor (dropped so that the CPU column runs
+# too). Note their crop offsets are random_(0, crop_max), i.e. 0..7 for pad 4:
+# 8 of the 9 shifts (the CURL off-by-one); obsaug draws all 9.
+def view_as_windows_cuda(x, window_shape):
+    """PyTorch CUDA-enabled implementation of view_as_windows"""
+    assert isinstance(window_shape, tuple) and len(window_shape) == len(x.shape), \
+        'window_shape must be a tuple with same number of dimensions as x'
+    slices = tuple(slice(None, None, st) for st in torch.ones(4).long())
+    win_indices_shape = [
+        x.size(0),
+        x.size(1) - int(window_shape[1]),
+        x.size(2) - int(window_shape[2]),
+        x.size(3),
+    ]
+    new_shape = tuple(list(win_indices_shape) + list(window_shape))
+    strides = tuple(list(x[slices].stride()) + list(x.stride()))
+    return x.as_strided(new_shape, strides)
+
+
+def dmcgb_random_crop(x, size=84, w1=None, h1=None):
+    """Vectorized CUDA implementation of random crop, imgs: (B,C,H,W), size: output size"""
+    n = x.shape[0]
+    img_size = x.shape[-1]
+    crop_max = img_size - size
+    if crop_max <= 0:
+        return x
+    x = x.permute(0, 2, 3, 1)
+    if w1 is None:
+        w1 = torch.LongTensor(n).random_(0, crop_max)
+        h1 = torch.LongTensor(n).random_(0, crop_max)
+    windows = view_as_windows_cuda(x, (1, size, size, 1))[..., 0, :, :, 0]
+    cropped = windows[torch.arange(n), w1, h1]
+    return cropped
+
+
+def dmcgb_random_shift(imgs, pad=4):
+    """Vectorized random shift, imgs: (B,C,H,W), pad: #pixels"""
+    _, _, h, w = imgs.shape
+    imgs = F.pad(imgs, (pad, pad, pad, pad), mode='replicate')
+    return dmcgb_random_crop(imgs, size=h)
+
+
+def eager_random_overlay(x, pool, alpha=ALPHA):
+    """DMControl-GB random_overlay with the Places DataLoader replaced by a pool
+    preloaded on the device (uint8 [P, C, H, W]): pick one random image per
+    sample, repeat it over the S stacked frames, blend in float, back to uint8."""
+    idx = torch.randint(0, pool.size(0), (x.size(0),), device=pool.device)
+    imgs = pool.index_select(0, idx).float().div_(255.)
+    imgs = imgs.repeat(1, x.size(1) // pool.size(1), 1, 1)
+    return (((1 - alpha) * (x / 255.) + alpha * imgs) * 255.).to(torch.uint8)
+
+
+def eager_shift_overlay(x, pool):
+    """obsaug's pipeline [shift pad 4, overlay 0.5] in eager PyTorch, DMControl-GB
+    style (SVEA: the replay sample is shifted, then overlaid). The shift runs on
+    the uint8 batch (F.pad replicate supports uint8 in torch 2.x)."""
+    return eager_random_overlay(dmcgb_random_shift(x, PAD), pool)
+
+
+# DrQ-v2 (facebookresearch/drqv2), drqv2.py: RandomShiftsAug, verbatim.
+class RandomShiftsAug(nn.Module):
+    def __init__(self, pad):
+        super().__init__()
+        self.pad = pad
+
+    def forward(self, x):
+        n, c, h, w = x.size()
+        assert h == w
+        padding = tuple([self.pad] * 4)
+        x = F.pad(x, padding, 'replicate')
+        eps = 1.0 / (h + 2 * self.pad)
+        arange = torch.linspace(-1.0 + eps,
+                                1.0 - eps,
+                                h + 2 * self.pad,
+                                device=x.device,
+                                dtype=x.dtype)[:h]
+        arange = arange.unsqueeze(0).repeat(h, 1).unsqueeze(2)
+        base_grid = torch.cat([arange, arange.transpose(1, 0)], dim=2)
+        base_grid = base_grid.unsqueeze(0).repeat(n, 1, 1, 1)
+
+        shift = torch.randint(0,
+                              2 * self.pad + 1,
+                              size=(n, 1, 1, 2),
+                              device=x.device,
+                              dtype=x.dtype)
+        shift *= 2.0 / (h + 2 * self.pad)
+
+        grid = base_grid + shift
+        return F.grid_sample(x,
+                             grid,
+                             padding_mode='zeros',
+                             align_corners=False)
+
+
+def kornia_drq_aug(h, w):
+    """DrQ (denisyarats/drq), drq.py: nn.Sequential(ReplicationPad2d(4), RandomCrop)."""
+    return nn.Sequential(nn.ReplicationPad2d(PAD), kornia.augmentation.RandomCrop((h, w)))
+
+
+# --------------------------------------------------------------------------
+# Timing
+# --------------------------------------------------------------------------
+
+class Method:
+    def __init__(self, key: str, label: str, fn: Callable[[], object], nbytes: int,
+                 group: str, baseline: Optional[str] = None, uint8: bool = True):
+        self.key, self.label, self.fn, self.nbytes = key, label, fn, nbytes
+        self.group, self.baseline, self.uint8 = group, baseline, uint8
+        self.iters = 1
+        self.times: List[float] = []
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _measure(m: Method, iters: int, device: torch.device) -> float:
+    """Seconds per call, averaged over `iters` back-to-back calls."""
+    fn = m.fn
+    if device.type == "cuda":
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(device)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / iters
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    return (time.perf_counter() - t0) / iters
+
+
+def _calibrate(m: Method, device: torch.device, warmup: int, min_time: float) -> None:
+    """Warm up (at most `warmup` calls, fewer once 0.3 s is spent) and pick the
+    number of calls per measurement so that one measurement lasts ~min_time."""
+    t0 = time.perf_counter()
+    for i in range(warmup):
+        m.fn()
+        if time.perf_counter() - t0 > 0.3:
+            break
+    _sync(device)
+    per_call = _measure(m, 1, device)
+    if per_call < min_time / 4:
+        per_call = _measure(m, max(1, min(16, int(min_time / 4 / max(per_call, 1e-7)))), device)
+    m.iters = int(min(100000, max(1, round(min_time / max(per_call, 1e-7)))))
+
+
+def run_config(device: torch.device, frames: str, channels: Optional[int], batch: int,
+               pool_size: int, rounds: int, warmup: int, min_time: float,
+               use_kornia: bool, seed: int) -> List[Dict]:
+    sc, h, w = (int(v) for v in frames.lower().split("x"))
+    c = channels if channels else (3 if sc % 3 == 0 else 1)
+    if sc % c:
+        raise SystemExit(f"--frames {frames}: {sc} channels is not a whole number of "
+                         f"{c}-channel frames")
+    g = torch.Generator().manual_seed(seed + batch)
+    obs_cpu = torch.randint(0, 256, (batch, sc, h, w), dtype=torch.uint8, generator=g)
+    pool_cpu = torch.randint(0, 256, (pool_size, c, h, w), dtype=torch.uint8, generator=g)
+    obs = obs_cpu.to(device)
+    src = obs.clone()          # the copy's source (obs itself is augmented in place)
+    dst = torch.empty_like(obs)
+    pool = pool_cpu.to(device)
+    obs_f = obs.float()
+    drqv2 = RandomShiftsAug(PAD)
+    kaug = kornia_drq_aug(h, w).to(device) if (use_kornia and kornia is not None) else None
+
+    eager_label = "eager PyTorch shift+overlay (DMC-GB)"
+    try:  # uint8 replicate padding: supported on CPU and CUDA in torch 2.x
+        F.pad(obs[:1], (PAD,) * 4, mode="replicate")
+        eager = lambda: eager_shift_overlay(obs, pool)  # noqa: E731
+    except (RuntimeError, NotImplementedError):
+        eager_label += " [f32 pad]"
+        eager = lambda: eager_random_overlay(dmcgb_random_shift(obs.float(), PAD), pool)  # noqa: E731
+
+    # Sanity: every method yields the expected shape and dtype.
+    ref = eager()
+    assert ref.shape == obs.shape and ref.dtype == torch.uint8, (ref.shape, ref.dtype)
+    del ref
+    assert obsaug.ops.augment(obs, pool, ops=OBSAUG_OPS, seed=seed, step=0).shape == obs.shape
+    assert drqv2(obs_f).shape == obs_f.shape
+    if kaug is not None:
+        assert kaug(obs_f).shape == obs_f.shape
+
+    n = obs.numel()
+    fused_bytes = 2 * n + batch * c * h * w
+    f32_bytes = 2 * n * 4
+    step = [0]
+
+    def obsaug_inplace():
+        step[0] += 1
+        obsaug.ops.augment(obs, pool, ops=OBSAUG_OPS, seed=seed, step=step[0], inplace=True)
+
+    def obsaug_out():
+        step[0] += 1
+        return obsaug.ops.augment(obs, pool, ops=OBSAUG_OPS, seed=seed, step=step[0])
+
+    def obsaug_shift_f32():
+        step[0] += 1
+        return obsaug.ops.shift(obs_f, seed=seed, step=step[0], pad=PAD)
+
+    methods = [
+        Method("copy", "copy (floor: dst.copy_(src))", lambda: dst.copy_(src), 2 * n, "u8"),
+        Method("obsaug_inplace", "obsaug shift+overlay in place", obsaug_inplace,
+               fused_bytes, "u8", baseline="eager"),
+        Method("obsaug_out", "obsaug shift+overlay out of place", obsaug_out,
+               fused_bytes, "u8", baseline="eager"),
+        Method("eager", eager_label, eager, fused_bytes, "u8"),
+        Method("obsaug_shift_f32", "obsaug shift f32 out of place", obsaug_shift_f32,
+               f32_bytes, "f32", baseline="drqv2", uint8=False),
+        Method("drqv2", "DrQ-v2 RandomShiftsAug f32 (grid_sample)",
+               lambda: drqv2(obs_f), f32_bytes, "f32", uint8=False),
+    ]
+    if kaug is not None:
+        methods.append(Method("kornia", "DrQ pad+kornia RandomCrop f32",
+                              lambda: kaug(obs_f), f32_bytes, "f32", uint8=False))
+
+    with torch.no_grad():
+        for m in methods:
+            _calibrate(m, device, warmup, min_time)
+        for r in range(rounds):
+            order = methods[r % len(methods):] + methods[:r % len(methods)]
+            for m in order:
+                m.times.append(_measure(m, m.iters, device))
+
+    by_key = {m.key: m for m in methods}
+    t_copy = statistics.median(by_key["copy"].times)
+    rows = []
+    for m in methods:
+        t = statistics.median(m.times)
+        base = by_key[m.baseline] if m.baseline else None
+        rows.append({
+            "device": str(device), "frames": frames, "stack": sc // c, "channels": c,
+            "batch": batch, "pool": pool_size, "method": m.key, "label": m.label,
+            "dtype": "uint8" if m.uint8 else "float32",
+            "seconds_per_call": t, "ms_per_call": t * 1e3,
+            "iqr": _iqr(m.times) / t,
+            "calls_per_round": m.iters, "rounds": len(m.times),
+            "samples_per_s": batch / t, "bytes_per_call": m.nbytes,
+            "GB_per_s": m.nbytes / t / 1e9,
+            "x_copy": (t_copy / t) if m.uint8 else None,
+            "baseline": m.baseline,
+            "speedup": (statistics.median(base.times) / t) if base else None,
+            "times": m.times,
+        })
+    return rows
+
+
+# --------------------------------------------------------------------------
+# Output
+# --------------------------------------------------------------------------
+
+def _iqr(times: List[float]) -> float:
+    if len(times) < 4:
+        return max(times) - min(times)
+    q = statistics.quantiles(times, n=4)
+    return q[2] - q[0]
+
+
+def _fmt(v, spec, empty=""):
+    return empty if v is None else format(v, spec)
+
+
+def print_table(rows: List[Dict]) -> None:
+    head = (f"{'device':<7} {'frames':<8} {'B':>5}  {'method':<42} {'ms/call':>9} "
+            f"{'iqr':>5} {'samples/s':>11} {'GB/s':>7} {'x copy':>6} {'speedup':>8}")
+    print(head)
+    print("-" * len(head))
+    last = None
+    for r in rows:
+        cfg = (r["device"], r["frames"], r["batch"])
+        if last is not None and cfg != last:
+            print()
+        last = cfg
+        speed = _fmt(r["speedup"], ".2f")
+        if speed:
+            speed += "x"
+        xc = r["x_copy"]
+        xc = " " * 6 if xc is None else format(xc, "6.3f" if xc < 0.1 else "6.2f")
+        print(f"{r['device']:<7} {r['frames']:<8} {r['batch']:>5}  {r['label']:<42} "
+              f"{r['ms_per_call']:>9.3f} {r['iqr'] * 100:>4.0f}% {r['samples_per_s']:>11,.0f} "
+              f"{r['GB_per_s']:>7.2f} {xc} {speed:>8}".rstrip())
+
+
+def print_summary(rows: List[Dict]) -> None:
+    print("\nSummary (obsaug fused shift+overlay, uint8; speedups are over the same "
+          "run's baselines):")
+    head = (f"{'device':<7} {'frames':<8} {'B':>5}  {'in place GB/s':>13} {'x copy':>6} "
+            f"{'vs eager':>8}  {'out GB/s':>8} {'vs eager':>8}  {'shift f32 vs DrQ-v2':>19}")
+    print(head)
+    print("-" * len(head))
+    groups: Dict[tuple, Dict[str, Dict]] = {}
+    for r in rows:
+        groups.setdefault((r["device"], r["frames"], r["batch"]), {})[r["method"]] = r
+    for (dev, frames, b), g in groups.items():
+        ip, op, sh = g["obsaug_inplace"], g["obsaug_out"], g["obsaug_shift_f32"]
+        print(f"{dev:<7} {frames:<8} {b:>5}  {ip['GB_per_s']:>13.2f} {ip['x_copy']:>6.2f} "
+              f"{ip['speedup']:>7.2f}x  {op['GB_per_s']:>8.2f} {op['speedup']:>7.2f}x  "
+              f"{sh['speedup']:>18.2f}x")
+
+
+def environment() -> Dict:
+    env = {
+        "command": " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv),
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "host": platform.node(), "python": platform.python_version(),
+        "torch": torch.__version__, "torch_cuda": torch.version.cuda,
+        "threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
+        "cpu_count": os.cpu_count(), "obsaug": getattr(obsaug, "__version__", "?"),
+        "obsaug_file": obsaug.__file__,
+        "obsaug_built_with_cuda": bool(getattr(obsaug, "built_with_cuda", False)),
+        "kornia": getattr(kornia, "__version__", None),
+    }
+    try:
+        with open("/proc/cpuinfo") as f:
+            env["cpu"] = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
+    except OSError:
+        env["cpu"] = platform.processor()
+    if torch.cuda.is_available():
+        env["gpu"] = torch.cuda.get_device_name(0)
+    try:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["git"] = subprocess.run(["git", "-C", root, "describe", "--always", "--dirty"],
+                                    capture_output=True, text=True, timeout=10).stdout.strip() or None
+    except Exception:  # noqa: BLE001
+        env["git"] = None
+    return env
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", nargs="+", default=None,
+                   help="cpu and/or cuda[:N] (default: cpu, plus cuda when available)")
+    p.add_argument("--batches", nargs="+", type=int, default=[32, 128, 256, 1024])
+    p.add_argument("--frames", nargs="+", default=["9x84x84"],
+                   help="S*C x H x W; C is 3 when S*C is a multiple of 3, else 1 "
+                        "(9x84x84 DMControl, 4x84x84 Atari); see --channels")
+    p.add_argument("--channels", type=int, default=None,
+                   help="channels per frame C (= pool channels); overrides the guess")
+    p.add_argument("--pool", type=int, default=1024, help="distractor pool size P")
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--warmup", type=int, default=3, help="warm-up calls per method")
+    p.add_argument("--min-time", type=float, default=None,
+                   help="seconds per measurement (default 0.04 cpu, 0.02 cuda)")
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    p.add_argument("--kornia", choices=["auto", "on", "off"], default="auto",
+                   help="the DrQ kornia RandomCrop row: auto = on CUDA only (on the CPU it "
+                        "takes seconds per call at B=1024), on, off")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None, help="also write the results to this JSON file")
+    args = p.parse_args(argv)
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    devices = args.device or (["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+    env = environment()
+    print(f"command: {env['command']}")
+    print(f"date: {env['date']}  host: {env['host']}  git: {env['git']}")
+    print(f"torch {env['torch']} (cuda {env['torch_cuda']}), threads {env['threads']}, "
+          f"interop {env['interop_threads']}, cpus {env['cpu_count']}, cpu: {env['cpu']}")
+    if "gpu" in env:
+        print(f"gpu: {env['gpu']}")
+    print(f"obsaug {env['obsaug']} from {env['obsaug_file']} (built with CUDA: "
+          f"{env['obsaug_built_with_cuda']}), kornia {env['kornia']}")
+    print(f"pipeline {OBSAUG_OPS}, pool P={args.pool}, rounds {args.rounds}, "
+          f"warm-up {args.warmup}; time = median over rounds of the per-call mean, "
+          f"iqr = interquartile range of the rounds / median")
+    print("GB/s counts 1e9 bytes: copy 2*N; fused shift+overlay 2*N + B*C*H*W (one "
+          "distractor per sample), the eager row credited the same; f32 shift 8*N; "
+          "N = B*S*C*H*W.\n'x copy' = t_copy/t; 'speedup' = t_baseline/t "
+          "(baseline: eager for the fused rows, DrQ-v2 RandomShiftsAug for shift f32).\n")
+
+    rows: List[Dict] = []
+    t_start = time.perf_counter()
+    for dev_name in devices:
+        device = torch.device(dev_name)
+        if device.type == "cuda":
+            if not torch.cuda.is_available():
+                print(f"skipping {dev_name}: torch.cuda.is_available() is False")
+                continue
+            if not getattr(obsaug, "built_with_cuda", False):
+                print(f"skipping {dev_name}: obsaug was built without CUDA")
+                continue
+            if device.index is None:
+                device = torch.device("cuda", torch.cuda.current_device())
+            torch.cuda.set_device(device)
+        min_time = args.min_time if args.min_time else (0.02 if device.type == "cuda" else 0.04)
+        for frames in args.frames:
+            for b in args.batches:
+                rows += run_config(device, frames, args.channels, b, args.pool, args.rounds,
+                                   args.warmup, min_time,
+                                   args.kornia == "on" or (args.kornia == "auto" and device.type == "cuda"),
+                                   args.seed)
+    if not rows:
+        print("nothing was measured")
+        return 1
+    print_table(rows)
+    print_summary(rows)
+    print(f"\n(wall time {time.perf_counter() - t_start:.0f} s)")
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump({"environment": env, "results": rows}, f, indent=1)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,13 @@
+// obsaug._C: importing it loads libobsaug, whose static initialisers register
+// the torch.ops.obsaug schemas and kernels. Classes (pool, engine, replay)
+// are bound here as they arrive; only bindings/ sees pybind11.
+#include <pybind11/pybind11.h>
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "obsaug native module";
+#ifdef OBSAUG_WITH_CUDA
+  m.attr("built_with_cuda") = true;
+#else
+  m.attr("built_with_cuda") = false;
+#endif
+}

@@ -1,0 +1,21 @@
+// Registers the adapters of torch_ops.h for one dispatch key; used by
+// register_cpu.cpp and register_cuda.cpp (the kernels pick the backend from
+// the tensors' device, so both keys share the adapters).
+#pragma once
+
+#include <torch/library.h>
+
+#include "bindings/torch_ops.h"
+
+namespace obsaug::bindings {
+
+inline void register_backend(torch::Library& m) {
+  m.impl("augment", &augment);
+  m.impl("augment_", &augment_);
+  m.impl("shift", &shift);
+  m.impl("crop", &crop);
+  m.impl("overlay", &overlay);
+  m.impl("overlay_", &overlay_);
+}
+
+}  // namespace obsaug::bindings

@@ -1,0 +1,104 @@
+// obsaug_decode_tool: decodes one JPEG/PNG through the distractor pipeline
+// (decode.h) and writes the result as a binary PPM (C = 3) or PGM (C = 1).
+// Prints one JSON line saying what was done (crop box in stored pixels, flip,
+// DCT scale), which the Pillow comparison (tests/python/
+// test_decode_vs_pillow.py) replays with PIL.
+//
+//   obsaug_decode_tool IN OUT --size HxW [--channels 1|3] [--seed S]
+//                      [--serial N] [--whole] [--no-dct]
+//
+// --whole resizes the whole image (no random crop, no flip). Exit status 1
+// with the reason on stderr when the image cannot be decoded, 2 on bad usage.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "engine/decode.h"
+#include "engine/image_source.h"
+
+namespace {
+
+int usage(const char* msg) {
+  std::fprintf(
+      stderr,
+      "obsaug_decode_tool: %s\nusage: obsaug_decode_tool IN OUT --size HxW [--channels 1|3] "
+      "[--seed S] [--serial N] [--whole] [--no-dct]\n",
+      msg);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) return usage("need an input and an output path");
+  const std::string in_path = argv[1], out_path = argv[2];
+  obsaug::AugmentSpec spec;
+  uint64_t seed = 0, serial = 0;
+  for (int i = 3; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--size" && has_value) {
+      if (std::sscanf(argv[++i], "%dx%d", &spec.out_height, &spec.out_width) != 2) {
+        return usage("--size wants HxW, e.g. 84x84");
+      }
+    } else if (arg == "--channels" && has_value) {
+      spec.channels = std::atoi(argv[++i]);
+    } else if (arg == "--seed" && has_value) {
+      seed = std::strtoull(argv[++i], nullptr, 0);
+    } else if (arg == "--serial" && has_value) {
+      serial = std::strtoull(argv[++i], nullptr, 0);
+    } else if (arg == "--whole") {
+      spec.random_crop = false;
+    } else if (arg == "--no-dct") {
+      spec.dct_scaling = false;
+    } else {
+      return usage(("unknown or incomplete option " + arg).c_str());
+    }
+  }
+  if (spec.out_height <= 0 || spec.out_width <= 0) return usage("--size HxW is required");
+  if (spec.channels != 1 && spec.channels != 3) return usage("--channels must be 1 or 3");
+
+  try {
+    obsaug::ImageRef ref;
+    ref.path = in_path;
+    const obsaug::DecodeLimits limits;
+    const std::vector<uint8_t> bytes = obsaug::read_image_bytes(ref, limits.max_bytes);
+    obsaug::ImageDecoder decoder(limits);
+    std::vector<uint8_t> chw(static_cast<size_t>(spec.channels) * spec.out_height * spec.out_width);
+    obsaug::AugmentRecord rec;
+    decoder.decode_augmented(bytes.data(), bytes.size(), in_path, spec, seed, serial, chw.data(),
+                             &rec);
+
+    std::FILE* out = std::fopen(out_path.c_str(), "wb");
+    if (!out) {
+      std::fprintf(stderr, "obsaug_decode_tool: cannot write %s\n", out_path.c_str());
+      return 1;
+    }
+    std::fprintf(out, "P%d\n%d %d\n255\n", spec.channels == 3 ? 6 : 5, spec.out_width,
+                 spec.out_height);
+    const size_t plane = static_cast<size_t>(spec.out_height) * spec.out_width;
+    std::vector<uint8_t> hwc(chw.size());
+    for (size_t p = 0; p < plane; ++p)
+      for (int c = 0; c < spec.channels; ++c) hwc[p * spec.channels + c] = chw[c * plane + p];
+    const bool written = std::fwrite(hwc.data(), 1, hwc.size(), out) == hwc.size();
+    if (std::fclose(out) != 0 || !written) {
+      std::fprintf(stderr, "obsaug_decode_tool: short write to %s\n", out_path.c_str());
+      return 1;
+    }
+    std::printf(
+        "{\"width\": %d, \"height\": %d, \"format\": \"%s\", \"crop\": [%d, %d, %d, %d], "
+        "\"fallback\": %s, \"flipped\": %s, \"scale\": [%d, %d], \"decoded\": [%d, %d]}\n",
+        rec.info.width, rec.info.height,
+        rec.info.format == obsaug::ImageFormat::kJpeg ? "jpeg" : "png", rec.crop.top, rec.crop.left,
+        rec.crop.height, rec.crop.width, rec.crop.fallback ? "true" : "false",
+        rec.flipped ? "true" : "false", rec.scale_num, rec.scale_denom, rec.decoded_width,
+        rec.decoded_height);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "obsaug_decode_tool: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,83 @@
+// Image sources for the distractor pool (DESIGN.md section 4): where the
+// photographs come from, listed once at start-up into ImageRefs that the
+// decoder threads read later.
+//
+// A source is one of
+//   - a directory, scanned recursively for .jpg / .jpeg / .png in any letter
+//     case (Places365 `places365_standard/{train,val}/<class>/*.jpg`, COCO's
+//     flat `train2017/`), listed in byte-wise sorted path order;
+//   - a `.txt` file of image paths, one per line, relative to the text file's
+//     folder or absolute; blank lines and lines starting with '#' are skipped;
+//     entries that do not exist are left out (see ListingReport);
+//   - a WebDataset `.tar` shard (POSIX ustar, GNU and pax extensions), whose
+//     image members are listed in archive order and later read in place,
+//     without extraction;
+//   - a single .jpg / .jpeg / .png file.
+// Several sources combine in the order given. A source with no usable image
+// is an error that names it. All functions here are pure (no shared state) and
+// may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace obsaug {
+
+// Where one image's encoded bytes live: the whole file `path`, or for a tar
+// member the `size` bytes at `offset` in the shard `path`.
+struct ImageRef {
+  std::string path;     // the image file, or the tar shard holding it
+  std::string member;   // tar member name; empty for a plain file
+  uint64_t offset = 0;  // first byte of the image in `path`
+  uint64_t size = 0;    // bytes of the image (for plain files: at listing time)
+
+  bool in_archive() const { return !member.empty(); }
+  // "shard.tar:member.jpg" or the path: what error messages call the image.
+  std::string display_name() const;
+};
+
+bool operator==(const ImageRef& a, const ImageRef& b);
+
+// A malformed source (bad tar header, unreadable list, no usable image).
+class SourceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What a listing left out, for the caller to report.
+struct ListingReport {
+  uint64_t missing_list_entries = 0;       // .txt lines naming no regular file
+  std::vector<std::string> first_missing;  // at most 5 of them
+};
+
+// True when the name ends in .jpg, .jpeg or .png, any letter case.
+bool has_image_extension(std::string_view name);
+
+std::vector<ImageRef> list_directory(const std::string& dir);
+std::vector<ImageRef> list_text_file(const std::string& txt_path, ListingReport* report = nullptr);
+std::vector<ImageRef> list_tar(const std::string& tar_path);
+
+// Lists one source of any kind (by what `path` is: a directory, a file ending
+// in .txt or .tar, or an image file); throws SourceError naming `path` when it
+// holds no image.
+std::vector<ImageRef> list_source(const std::string& path, ListingReport* report = nullptr);
+
+// The concatenation of list_source over `paths`, in order.
+std::vector<ImageRef> list_sources(const std::vector<std::string>& paths,
+                                   ListingReport* report = nullptr);
+
+// This rank's share: the refs whose index i in `all` has i % world_size ==
+// rank. Shares of ranks 0..world_size-1 are disjoint and cover `all`. Throws
+// std::invalid_argument for a bad (rank, world_size) and SourceError when the
+// share would be empty (fewer images than ranks).
+std::vector<ImageRef> shard_refs(const std::vector<ImageRef>& all, int rank, int world_size);
+
+// Reads the encoded bytes of `ref`. Throws SourceError naming the image when
+// the file is unreadable or gone, shorter than the listing said (a shard that
+// shrank), or larger than `max_bytes`.
+std::vector<uint8_t> read_image_bytes(const ImageRef& ref, uint64_t max_bytes);
+
+}  // namespace obsaug

@@ -1,0 +1,46 @@
+// obsaug's C++ op API on at::Tensor (DESIGN.md sections 2, 3 and 7).
+//
+// Tensors: obs is [B, S*C, H, W], uint8 or float32 (0..255), CPU or CUDA,
+// any strides; pool is [P, C, Hp, Wp] uint8 on obs's device. Every draw is a
+// pure function of (seed, step, sample index, op index, frame), so the same
+// call gives the same result on CPU and CUDA. On CUDA, work is enqueued on
+// the current stream with no host synchronisation.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "kernels/pipeline_spec.h"
+
+namespace obsaug::ops {
+
+struct OutputOptions {
+  std::optional<at::ScalarType> dtype;  // uint8 or float32; default: obs's dtype
+  double scale = 1.0;                   // float32 output: out = v * scale + bias
+  double bias = 0.0;
+};
+
+// The fused pipeline, out of place. One read of the input, one write of the output.
+at::Tensor augment(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
+                   const Pipeline& pipeline, uint64_t seed, uint64_t step,
+                   const OutputOptions& output = {});
+
+// In place: the pipeline must keep the frame size (no shrinking crop).
+void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
+              const Pipeline& pipeline, uint64_t seed, uint64_t step);
+
+// Single ops; `op_index` is k in the Philox counter.
+at::Tensor shift(const at::Tensor& obs, uint64_t seed, uint64_t step, int64_t pad = 4,
+                 const std::string& padding = "replicate", int64_t op_index = 0);
+at::Tensor crop(const at::Tensor& obs, uint64_t seed, uint64_t step, int64_t height,
+                int64_t width, bool center = false, int64_t op_index = 0);
+at::Tensor overlay(const at::Tensor& obs, const at::Tensor& pool, uint64_t seed, uint64_t step,
+                   double alpha = 0.5, std::optional<double> alpha_max = std::nullopt,
+                   bool per_frame = false, int64_t op_index = 0);
+
+// Output shape of `pipeline` on `obs` (used by the fake/meta kernels too).
+std::vector<int64_t> output_shape(const at::Tensor& obs, const Pipeline& pipeline);
+
+}  // namespace obsaug::ops

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Configures (once) and builds obsaug into build/: libobsaug and the Python
+# extension land in python/obsaug/, the tests in build/tests/. CUDA kernels
+# are compiled whenever nvcc is on the PATH. Extra arguments go to cmake.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+build_dir="${OBSAUG_BUILD_DIR:-build}"
+if [ ! -f "$build_dir/build.ninja" ] || [ $# -gt 0 ]; then
+  cmake -S . -B "$build_dir" -G Ninja -DPython3_EXECUTABLE="$root/.venv/bin/python" "$@"
+fi
+ninja -C "$build_dir"

@@ -1,0 +1,944 @@
+// The tensor-level ops (obsaug::ops::augment / augment_ / shift / crop /
+// overlay) against
+//  - a naive reference that evaluates every output pixel from scratch with
+//    draw_pipeline + trace_axis + eval_pixel, exactly what the CUDA kernel
+//    does per pixel, while the CPU backend runs a separate vectorized row
+//    loop: bit-for-bit agreement here is what ties the two backends together;
+//  - small hand-computed cases whose parameters are drawn straight from the
+//    DESIGN.md section 3 formulas (draw_block + below);
+//  - the ops applied one after another (a fused pass equals the sequence);
+//  - the tensor API's argument errors;
+//  - the CUDA backend, when a GPU is present.
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <initializer_list>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/augment.h"
+#include "kernels/augment_cpu.h"
+#include "kernels/philox.h"
+#include "kernels/pipeline.h"
+#include "kernels/pipeline_spec.h"
+
+namespace obsaug {
+namespace {
+
+using ops::OutputOptions;
+
+// ---------------------------------------------------------------- helpers
+
+at::Tensor random_u8(at::IntArrayRef shape, std::mt19937_64& rng) {
+  at::Tensor t = at::empty(shape, at::kByte);
+  uint8_t* p = t.data_ptr<uint8_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<uint8_t>(rng() >> 56);
+  return t;
+}
+
+// Reals in [0, 255] (not only integers, so float blends round non-trivially).
+at::Tensor random_f32(at::IntArrayRef shape, std::mt19937_64& rng) {
+  at::Tensor t = at::empty(shape, at::kFloat);
+  float* p = t.data_ptr<float>();
+  std::uniform_real_distribution<float> dist(0.0f, 255.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
+  return t;
+}
+
+at::Tensor u8_from(at::IntArrayRef shape, std::initializer_list<int> values) {
+  at::Tensor t = at::empty(shape, at::kByte);
+  EXPECT_EQ(t.numel(), static_cast<int64_t>(values.size()));
+  uint8_t* p = t.data_ptr<uint8_t>();
+  for (int v : values) *p++ = static_cast<uint8_t>(v);
+  return t;
+}
+
+std::vector<int> u8_values(const at::Tensor& t) {
+  const at::Tensor c = t.contiguous();
+  EXPECT_EQ(c.scalar_type(), at::kByte);
+  return std::vector<int>(c.data_ptr<uint8_t>(), c.data_ptr<uint8_t>() + c.numel());
+}
+
+// The same values in a non-contiguous layout (several kinds of strides).
+at::Tensor non_contiguous(const at::Tensor& t, int mode) {
+  const int64_t b = t.size(0), c = t.size(1), h = t.size(2), w = t.size(3);
+  at::Tensor view;
+  switch (mode % 3) {
+    case 0:  // channels last
+      view = at::empty({b, h, w, c}, t.options()).permute({0, 3, 1, 2});
+      break;
+    case 1:  // a window of a wider frame
+      view = at::empty({b, c, h, w + 5}, t.options()).narrow(3, 2, w);
+      break;
+    default:  // every other sample of a larger batch
+      view = at::empty({2 * b, c, h, w}, t.options()).slice(0, 1, 2 * b, 2);
+      break;
+  }
+  view.copy_(t);
+  return view;
+}
+
+// Bitwise equality of two tensors of the same dtype and shape; on mismatch,
+// the first differing element.
+::testing::AssertionResult same_bits(const at::Tensor& expected, const at::Tensor& got) {
+  if (expected.scalar_type() != got.scalar_type()) {
+    return ::testing::AssertionFailure()
+           << "dtype " << got.scalar_type() << ", expected " << expected.scalar_type();
+  }
+  if (expected.sizes() != got.sizes()) {
+    return ::testing::AssertionFailure()
+           << "shape " << got.sizes() << ", expected " << expected.sizes();
+  }
+  const at::Tensor e = expected.contiguous();
+  const at::Tensor g = got.contiguous();
+  const size_t bytes = static_cast<size_t>(e.numel()) * e.element_size();
+  if (bytes == 0 || std::memcmp(e.data_ptr(), g.data_ptr(), bytes) == 0) {
+    return ::testing::AssertionSuccess();
+  }
+  const int64_t h = e.size(2), w = e.size(3), c = e.size(1);
+  int64_t mismatches = 0, first = -1;
+  for (int64_t i = 0; i < e.numel(); ++i) {
+    const bool differ =
+        std::memcmp(static_cast<const char*>(e.data_ptr()) + i * e.element_size(),
+                    static_cast<const char*>(g.data_ptr()) + i * e.element_size(),
+                    e.element_size()) != 0;
+    if (differ && first < 0) first = i;
+    mismatches += differ;
+  }
+  auto value = [&](const at::Tensor& t, int64_t i) {
+    return t.scalar_type() == at::kByte ? static_cast<double>(t.data_ptr<uint8_t>()[i])
+                                        : static_cast<double>(t.data_ptr<float>()[i]);
+  };
+  std::ostringstream where;
+  where.precision(9);
+  where << mismatches << " of " << e.numel() << " elements differ; first at [b=" << first / (c * h * w)
+        << ", c=" << first / (h * w) % c << ", y=" << first / w % h << ", x=" << first % w
+        << "]: got " << value(g, first) << ", expected " << value(e, first);
+  return ::testing::AssertionFailure() << where.str();
+}
+
+// ---------------------------------------------------------------- reference
+
+FrameGeometry geometry_of(const at::Tensor& obs, const at::Tensor* pool) {
+  FrameGeometry g;
+  g.height = obs.size(2);
+  g.width = obs.size(3);
+  if (pool) {
+    g.frame_channels = pool->size(1);
+    g.pool_size = pool->size(0);
+    g.pool_h = pool->size(2);
+    g.pool_w = pool->size(3);
+  }
+  return g;
+}
+
+// Every output pixel evaluated on its own, as the CUDA kernel's fallback path
+// does: draws of (sample, frame), the row and column traces, eval_pixel, and
+// the output conversion.
+template <typename In, typename Out>
+void reference_loop(const PipelineDesc& p, const In* in, const uint8_t* pool, Out* out,
+                    int64_t batch, int64_t channels, float scale, float bias) {
+  const int64_t in_plane = static_cast<int64_t>(p.in_h) * p.in_w;
+  const int64_t out_plane = static_cast<int64_t>(p.out_h) * p.out_w;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t ch = 0; ch < channels; ++ch) {
+      OpDraw draws[kMaxOps];
+      draw_pipeline(p, static_cast<uint32_t>(b), static_cast<uint32_t>(ch / p.frame_channels),
+                    draws);
+      const int32_t channel_in_frame = static_cast<int32_t>(ch % p.frame_channels);
+      const int64_t plane = b * channels + ch;
+      for (int32_t y = 0; y < p.out_h; ++y) {
+        for (int32_t x = 0; x < p.out_w; ++x) {
+          const AxisTrace row = trace_axis(p, draws, 0, y);
+          const AxisTrace col = trace_axis(p, draws, 1, x);
+          const In v = eval_pixel(p, draws, row, col, in + plane * in_plane, pool,
+                                  channel_in_frame);
+          out[plane * out_plane + static_cast<int64_t>(y) * p.out_w + x] =
+              to_output(v, scale, bias, static_cast<Out*>(nullptr));
+        }
+      }
+    }
+  }
+}
+
+at::Tensor reference(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
+                     const Pipeline& pipeline, uint64_t seed, uint64_t step,
+                     const OutputOptions& output = {}) {
+  std::optional<at::Tensor> pool_c;
+  if (has_overlay(pipeline)) pool_c = pool->contiguous();
+  const PipelineDesc p =
+      resolve_pipeline(pipeline, geometry_of(obs, pool_c ? &*pool_c : nullptr), seed, step);
+  const at::Tensor in = obs.contiguous();
+  const at::ScalarType dtype = output.dtype.value_or(obs.scalar_type());
+  at::Tensor out = at::empty({obs.size(0), obs.size(1), p.out_h, p.out_w}, dtype);
+  const uint8_t* pool_ptr = pool_c ? pool_c->data_ptr<uint8_t>() : nullptr;
+  const float scale = static_cast<float>(output.scale);
+  const float bias = static_cast<float>(output.bias);
+  const int64_t b = obs.size(0), c = obs.size(1);
+  if (obs.scalar_type() == at::kByte && dtype == at::kByte) {
+    reference_loop(p, in.data_ptr<uint8_t>(), pool_ptr, out.data_ptr<uint8_t>(), b, c, scale, bias);
+  } else if (obs.scalar_type() == at::kByte) {
+    reference_loop(p, in.data_ptr<uint8_t>(), pool_ptr, out.data_ptr<float>(), b, c, scale, bias);
+  } else {
+    reference_loop(p, in.data_ptr<float>(), pool_ptr, out.data_ptr<float>(), b, c, scale, bias);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- random cases
+
+struct Case {
+  int64_t batch = 1, stack = 1, channels = 3, height = 1, width = 1;
+  Pipeline pipeline;
+  int64_t pool_images = 0;  // P; 0 when the pipeline has no overlay
+  int64_t pool_h = 0, pool_w = 0;
+  uint64_t seed = 0, step = 0;
+  bool keeps_size = true;
+
+  std::string describe() const {
+    std::ostringstream out;
+    out << "obs [" << batch << ", " << stack << "*" << channels << ", " << height << ", " << width
+        << "], pool [" << pool_images << ", " << channels << ", " << pool_h << ", " << pool_w
+        << "], seed " << seed << ", step " << step << ", ops " << format_pipeline(pipeline);
+    return out.str();
+  }
+};
+
+Case random_case(std::mt19937_64& rng) {
+  static const int64_t kSizes[][2] = {{1, 1}, {2, 3}, {3, 2}, {83, 85}, {84, 84}, {5, 7},
+                                      {16, 9}, {1, 6}, {7, 1}, {31, 33}};
+  Case c;
+  const auto pick = [&](int64_t lo, int64_t hi) {  // uniform in [lo, hi]
+    return lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1));
+  };
+  if (rng() % 3 == 0) {
+    c.height = pick(1, 24);
+    c.width = pick(1, 24);
+  } else {
+    const auto& s = kSizes[rng() % (sizeof(kSizes) / sizeof(kSizes[0]))];
+    c.height = s[0];
+    c.width = s[1];
+  }
+  const bool big = c.height * c.width > 1000;
+  c.batch = pick(1, big ? 2 : 5);
+  c.stack = pick(1, 3);
+  c.channels = rng() % 2 ? 3 : 1;
+  c.seed = rng() % 4 == 0 ? rng() : pick(0, 9);
+  c.step = rng() % 4 == 0 ? rng() : pick(0, 9);
+
+  int64_t h = c.height, w = c.width;
+  const int n = static_cast<int>(pick(1, 5));
+  for (int k = 0; k < n; ++k) {
+    int kind = static_cast<int>(rng() % 3);
+    if (kind == 2 && c.pool_images > 0 && (c.pool_h != h || c.pool_w != w)) kind = 0;
+    OpSpec op;
+    if (kind == 0) {
+      int64_t pad = pick(0, 6);
+      if (rng() % 8 == 0) pad = std::max(h, w) + pick(0, 4);  // shifts past the frame
+      op = OpSpec::shift(pad, rng() % 2 ? "zeros" : "replicate");
+    } else if (kind == 1) {
+      const int64_t ch = rng() % 4 == 0 ? h : pick(1, h);
+      const int64_t cw = rng() % 4 == 0 ? w : pick(1, w);
+      op = OpSpec::crop(ch, cw, rng() % 4 == 0);
+      h = ch;
+      w = cw;
+    } else {
+      if (c.pool_images == 0) {
+        c.pool_images = pick(1, 5);
+        c.pool_h = h;
+        c.pool_w = w;
+      }
+      static const double kAlphas[] = {0.0, 1.0, 0.5, 1.0 / 512.0, 0.3};
+      std::uniform_real_distribution<double> unit(0.0, 1.0);
+      const double alpha = rng() % 2 ? kAlphas[rng() % 5] : unit(rng);
+      std::optional<double> alpha_max;
+      if (rng() % 2) alpha_max = rng() % 4 == 0 ? 1.0 : alpha + (1.0 - alpha) * unit(rng);
+      op = OpSpec::overlay(alpha, alpha_max, rng() % 2 == 0);
+    }
+    if (rng() % 5 == 0) op.at_index(pick(0, 65535));
+    c.pipeline.push_back(op);
+  }
+  c.keeps_size = h == c.height && w == c.width;
+  return c;
+}
+
+// The ops one after another, op k with the Philox index the fused pass gives it.
+at::Tensor sequential(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
+                      const Pipeline& pipeline, uint64_t seed, uint64_t step) {
+  at::Tensor x = obs;
+  for (size_t k = 0; k < pipeline.size(); ++k) {
+    OpSpec op = pipeline[k];
+    op.at_index(op.index.value_or(static_cast<int64_t>(k)));
+    x = ops::augment(x, pool, {op}, seed, step);
+  }
+  return x;
+}
+
+// The heart of the suite: the CPU backend (vectorized rows) equals the
+// per-pixel path (what CUDA runs) bit for bit, in every dtype combination,
+// in place and out of place, for contiguous and strided inputs.
+TEST(AugmentReference, RandomPipelinesMatchPerPixelPath) {
+  std::mt19937_64 rng(20240601);
+  const auto start = std::chrono::steady_clock::now();
+  int with_overlay = 0, with_crop = 0, with_zeros = 0, in_place = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const Case c = random_case(rng);
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": " + c.describe());
+    std::optional<at::Tensor> pool;
+    if (c.pool_images > 0) {
+      pool = random_u8({c.pool_images, c.channels, c.pool_h, c.pool_w}, rng);
+      if (rng() % 4 == 0) pool = non_contiguous(*pool, static_cast<int>(rng() % 3));
+      ++with_overlay;
+    }
+    for (const OpSpec& op : c.pipeline) {
+      with_crop += op.kind == OpKind::kCrop;
+      with_zeros += op.kind == OpKind::kShift && op.zeros;
+    }
+    const std::vector<int64_t> shape = {c.batch, c.stack * c.channels, c.height, c.width};
+    const at::Tensor obs_u8 = random_u8(shape, rng);
+    const at::Tensor obs_f32 = random_f32(shape, rng);
+    const int layout = static_cast<int>(rng() % 3);
+    OutputOptions affine;
+    affine.dtype = at::kFloat;
+    affine.scale = rng() % 2 ? 1.0 / 255.0 : 2.5;
+    affine.bias = rng() % 2 ? -0.5 : 0.0;
+
+    for (const at::Tensor& obs : {obs_u8, obs_f32}) {
+      SCOPED_TRACE(std::string("input ") + c10::toString(obs.scalar_type()));
+      const at::Tensor expected = reference(obs, pool, c.pipeline, c.seed, c.step);
+      EXPECT_TRUE(same_bits(expected, ops::augment(obs, pool, c.pipeline, c.seed, c.step)));
+      // Float output with the fused affine.
+      EXPECT_TRUE(same_bits(reference(obs, pool, c.pipeline, c.seed, c.step, affine),
+                            ops::augment(obs, pool, c.pipeline, c.seed, c.step, affine)));
+      // Non-contiguous input.
+      const at::Tensor strided = non_contiguous(obs, layout);
+      EXPECT_TRUE(same_bits(expected, ops::augment(strided, pool, c.pipeline, c.seed, c.step)))
+          << "non-contiguous input, layout " << layout;
+      // A fused pass equals the ops applied one after another.
+      EXPECT_TRUE(same_bits(expected, sequential(obs, pool, c.pipeline, c.seed, c.step)))
+          << "fused != sequential";
+      if (c.keeps_size) {
+        ++in_place;
+        at::Tensor target = obs.clone();
+        ops::augment_(target, pool, c.pipeline, c.seed, c.step);
+        EXPECT_TRUE(same_bits(expected, target)) << "in place, contiguous";
+        at::Tensor target_strided = non_contiguous(obs, layout + 1);
+        const auto strides = target_strided.strides().vec();
+        ops::augment_(target_strided, pool, c.pipeline, c.seed, c.step);
+        EXPECT_TRUE(same_bits(expected, target_strided)) << "in place, non-contiguous";
+        EXPECT_EQ(target_strided.strides().vec(), strides);
+      }
+    }
+    if (HasFailure()) return;  // one failing case tells the story
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // The generator must actually reach every feature.
+  EXPECT_GT(with_overlay, 50);
+  EXPECT_GT(with_crop, 50);
+  EXPECT_GT(with_zeros, 50);
+  EXPECT_GT(in_place, 50);
+  RecordProperty("seconds", std::to_string(seconds));
+}
+
+// A few fixed shapes that stress the CPU loop's run compression: a wide frame
+// (long copy runs), pads larger than the frame (only repeat runs), every
+// column of a zero-padded frame blanked, a crop to a single column.
+TEST(AugmentReference, EdgeGeometries) {
+  std::mt19937_64 rng(7);
+  const at::Tensor pool_wide = random_u8({3, 1, 2, 300}, rng);
+  struct Fixed {
+    std::vector<int64_t> shape;
+    Pipeline pipeline;
+    const at::Tensor* pool;
+  };
+  const std::vector<Fixed> fixed = {
+      {{2, 2, 2, 300}, {OpSpec::shift(40), OpSpec::overlay(0.4, 0.9, true), OpSpec::shift(3, "zeros")}, &pool_wide},
+      {{3, 1, 4, 4}, {OpSpec::shift(50, "zeros"), OpSpec::shift(50)}, nullptr},
+      {{3, 1, 4, 4}, {OpSpec::shift(50), OpSpec::shift(50, "zeros"), OpSpec::shift(1, "zeros")}, nullptr},
+      {{2, 3, 9, 11}, {OpSpec::crop(9, 1), OpSpec::shift(2)}, nullptr},
+      {{2, 3, 9, 11}, {OpSpec::crop(1, 11), OpSpec::shift(2, "zeros")}, nullptr},
+      {{1, 1, 1, 1}, {OpSpec::shift(1), OpSpec::crop(1, 1), OpSpec::shift(3, "zeros")}, nullptr},
+      {{2, 1, 5, 5}, Pipeline(8, OpSpec::shift(1, "zeros")), nullptr},
+      {{2, 1, 5, 5}, Pipeline(8, OpSpec::shift(2)), nullptr},
+  };
+  for (size_t i = 0; i < fixed.size(); ++i) {
+    const Fixed& f = fixed[i];
+    SCOPED_TRACE("fixed case " + std::to_string(i) + ": " + format_pipeline(f.pipeline));
+    std::optional<at::Tensor> pool;
+    if (f.pool) pool = *f.pool;
+    for (uint64_t step = 0; step < 8; ++step) {
+      for (const at::Tensor& obs : {random_u8(f.shape, rng), random_f32(f.shape, rng)}) {
+        EXPECT_TRUE(same_bits(reference(obs, pool, f.pipeline, 3, step),
+                              ops::augment(obs, pool, f.pipeline, 3, step)))
+            << "step " << step << " " << obs.scalar_type();
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- hand-computed cases
+
+// First seed whose draw of `block(seed)` satisfies `want`.
+uint64_t find_seed(const std::function<bool(uint64_t)>& want) {
+  for (uint64_t seed = 0; seed < 100000; ++seed)
+    if (want(seed)) return seed;
+  ADD_FAILURE() << "no seed below 100000 gives the wanted draw";
+  return 0;
+}
+
+constexpr uint64_t kStep = 5;
+
+// DESIGN.md section 3, straight from the formulas: dx = below(r0, 2p+1) - p,
+// dy = below(r1, 2p+1) - p, for sample 0 and op index 0.
+uint64_t seed_for_shift(int pad, int dx, int dy) {
+  return find_seed([&](uint64_t seed) {
+    const Philox4 r = draw_block(seed, kStep, 0, 0, 0);
+    const uint32_t n = 2u * pad + 1u;
+    return static_cast<int>(below(r.v[0], n)) - pad == dx &&
+           static_cast<int>(below(r.v[1], n)) - pad == dy;
+  });
+}
+
+TEST(AugmentByHand, ShiftReplicateAndZeros) {
+  const at::Tensor img = u8_from({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  {
+    // dx = 1, dy = -1: out[y][x] = in[y - 1][x + 1].
+    const uint64_t seed = seed_for_shift(1, 1, -1);
+    const PipelineDesc p = resolve_pipeline({OpSpec::shift(1)}, geometry_of(img, nullptr), seed, kStep);
+    const OpDraw d = draw_op(p, p.ops[0], 0, 0);
+    EXPECT_EQ(d.a, 1);
+    EXPECT_EQ(d.b, -1);
+    EXPECT_EQ(u8_values(ops::shift(img, seed, kStep, 1, "replicate")),
+              (std::vector<int>{2, 3, 3, 2, 3, 3, 5, 6, 6}));
+    EXPECT_EQ(u8_values(ops::shift(img, seed, kStep, 1, "zeros")),
+              (std::vector<int>{0, 0, 0, 2, 3, 0, 5, 6, 0}));
+    const at::Tensor f = ops::shift(img.to(at::kFloat), seed, kStep, 1, "zeros");
+    EXPECT_EQ(f.scalar_type(), at::kFloat);
+    EXPECT_TRUE(at::equal(f, at::tensor({0, 0, 0, 2, 3, 0, 5, 6, 0}, at::kFloat).view({1, 1, 3, 3})));
+  }
+  {
+    // dx = -1, dy = 0: out[y][x] = in[y][x - 1].
+    const uint64_t seed = seed_for_shift(1, -1, 0);
+    EXPECT_EQ(u8_values(ops::shift(img, seed, kStep, 1, "replicate")),
+              (std::vector<int>{1, 1, 2, 4, 4, 5, 7, 7, 8}));
+    EXPECT_EQ(u8_values(ops::shift(img, seed, kStep, 1, "zeros")),
+              (std::vector<int>{0, 1, 2, 0, 4, 5, 0, 7, 8}));
+  }
+  {
+    // pad 2, dx = 2, dy = 2: replicate saturates at the bottom-right pixel.
+    const uint64_t seed = seed_for_shift(2, 2, 2);
+    EXPECT_EQ(u8_values(ops::shift(img, seed, kStep, 2, "replicate")),
+              (std::vector<int>{9, 9, 9, 9, 9, 9, 9, 9, 9}));
+    EXPECT_EQ(u8_values(ops::shift(img, seed, kStep, 2, "zeros")),
+              (std::vector<int>{9, 0, 0, 0, 0, 0, 0, 0, 0}));
+  }
+  // pad 0 is the identity.
+  EXPECT_TRUE(at::equal(ops::shift(img, 1, 2, 0, "zeros"), img));
+}
+
+TEST(AugmentByHand, ShiftDrawsPerSampleAndOpIndex) {
+  // Sample b uses counter word b; op_index k uses counter word k.
+  const at::Tensor img = u8_from({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  const at::Tensor batch = img.expand({40, 1, 3, 3}).contiguous();
+  for (int64_t op_index : {0, 3}) {
+    const at::Tensor out = ops::shift(batch, 77, 9, 1, "zeros", op_index);
+    for (int64_t b = 0; b < 40; ++b) {
+      const Philox4 r = draw_block(77, 9, static_cast<uint32_t>(b), static_cast<uint32_t>(op_index), 0);
+      const int dx = static_cast<int>(below(r.v[0], 3)) - 1;
+      const int dy = static_cast<int>(below(r.v[1], 3)) - 1;
+      std::vector<int> expected;
+      for (int y = 0; y < 3; ++y)
+        for (int x = 0; x < 3; ++x) {
+          const int sy = y + dy, sx = x + dx;
+          expected.push_back(sy < 0 || sy > 2 || sx < 0 || sx > 2 ? 0 : 1 + sy * 3 + sx);
+        }
+      EXPECT_EQ(u8_values(out[b]), expected) << "sample " << b << " op_index " << op_index;
+    }
+  }
+}
+
+TEST(AugmentByHand, Crop) {
+  // 3x4 image 1..12; crop 2x2 has offsets ox in 0..2, oy in 0..1.
+  const at::Tensor img = u8_from({1, 1, 3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  const uint64_t seed = find_seed([](uint64_t s) {
+    const Philox4 r = draw_block(s, kStep, 0, 0, 0);
+    return below(r.v[0], 3) == 2 && below(r.v[1], 2) == 1;
+  });
+  const at::Tensor out = ops::crop(img, seed, kStep, 2, 2);
+  EXPECT_EQ(out.sizes(), (at::IntArrayRef{1, 1, 2, 2}));
+  EXPECT_EQ(u8_values(out), (std::vector<int>{7, 8, 11, 12}));
+  // Centre: floor((4 - 2) / 2) = 1, floor((3 - 2) / 2) = 0, whatever the seed.
+  for (uint64_t s : {0ull, 1ull, 99ull})
+    EXPECT_EQ(u8_values(ops::crop(img, s, kStep, 2, 2, true)), (std::vector<int>{2, 3, 6, 7}));
+  // Full size is the identity; a 3x1 column picks column ox.
+  EXPECT_TRUE(at::equal(ops::crop(img, seed, kStep, 3, 4), img));
+  const uint64_t seed_col = find_seed([](uint64_t s) {
+    return below(draw_block(s, kStep, 0, 0, 0).v[0], 4) == 3;
+  });
+  EXPECT_EQ(u8_values(ops::crop(img, seed_col, kStep, 3, 1)), (std::vector<int>{4, 8, 12}));
+}
+
+TEST(AugmentByHand, CropReachesEveryOffset) {
+  // All (Wi-Wo+1) x (Hi-Ho+1) offsets occur, including the last ones.
+  const at::Tensor img = u8_from({1, 1, 3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  const at::Tensor batch = img.expand({200, 1, 3, 4}).contiguous();
+  const at::Tensor out = ops::crop(batch, 1, 2, 2, 2);
+  std::set<int> corners;  // top-left pixel value = 1 + oy * 4 + ox
+  for (int64_t b = 0; b < 200; ++b) corners.insert(out[b][0][0][0].item<uint8_t>());
+  EXPECT_EQ(corners, (std::set<int>{1, 2, 3, 5, 6, 7}));
+}
+
+// Overlay weight and index for sample b, frame s (DESIGN.md section 3).
+struct OverlayDraw {
+  uint32_t index;
+  uint32_t weight;
+};
+OverlayDraw overlay_draw(uint64_t seed, uint64_t step, uint32_t b, uint32_t k, uint32_t s,
+                         uint32_t pool, uint32_t w_lo, uint32_t w_hi) {
+  const Philox4 r = draw_block(seed, step, b, k, s);
+  return {below(r.v[0], pool), w_lo + below(r.v[1], w_hi - w_lo + 1)};
+}
+
+TEST(AugmentByHand, OverlayUint8Formula) {
+  // obs [1, 3, 2, 2], pool of 3 images; image 2 is the one drawn.
+  const at::Tensor obs = u8_from({1, 3, 2, 2}, {0, 255, 100, 7, 0, 255, 100, 7, 200, 37, 255, 0});
+  at::Tensor pool = at::full({3, 3, 2, 2}, 1, at::kByte);
+  pool[2].copy_(u8_from({3, 2, 2}, {255, 0, 51, 8, 255, 0, 51, 8, 10, 250, 0, 255}));
+  const uint64_t seed = find_seed(
+      [](uint64_t s) { return overlay_draw(s, kStep, 0, 0, 0, 3, 0, 0).index == 2; });
+  // w = 128: (x * 128 + d * 128 + 128) >> 8.
+  EXPECT_EQ(u8_values(ops::overlay(obs, pool, seed, kStep, 0.5)),
+            (std::vector<int>{128, 128, 76, 8, 128, 128, 76, 8, 105, 144, 128, 128}));
+  // w = round(0.3 * 256) = 77: (x * 179 + d * 77 + 128) >> 8.
+  EXPECT_EQ(u8_values(ops::overlay(obs, pool, seed, kStep, 0.3)),
+            (std::vector<int>{77, 178, 85, 7, 77, 178, 85, 7, 143, 101, 178, 77}));
+  // w = 1 (alpha 1/512 rounds up): (x * 255 + d + 128) >> 8.
+  EXPECT_EQ(u8_values(ops::overlay(obs, pool, seed, kStep, 1.0 / 512.0)),
+            (std::vector<int>{1, 254, 100, 7, 1, 254, 100, 7, 199, 38, 254, 1}));
+}
+
+TEST(AugmentByHand, OverlayAlphaZeroAndOne) {
+  std::mt19937_64 rng(3);
+  const at::Tensor pool = random_u8({5, 3, 9, 7}, rng);
+  for (const at::Tensor& obs : {random_u8({4, 6, 9, 7}, rng), random_f32({4, 6, 9, 7}, rng)}) {
+    SCOPED_TRACE(c10::toString(obs.scalar_type()));
+    // alpha 0: identity, bit for bit.
+    EXPECT_TRUE(same_bits(obs, ops::overlay(obs, pool, 8, 1, 0.0)));
+    // alpha 1: exactly the drawn distractor, in every frame of the sample.
+    const at::Tensor out = ops::overlay(obs, pool, 8, 1, 1.0);
+    for (int64_t b = 0; b < 4; ++b) {
+      const uint32_t idx = overlay_draw(8, 1, static_cast<uint32_t>(b), 0, 0, 5, 256, 256).index;
+      for (int64_t s = 0; s < 2; ++s) {
+        EXPECT_TRUE(same_bits(pool[idx].to(obs.scalar_type()), out[b].slice(0, 3 * s, 3 * s + 3)))
+            << "sample " << b << " frame " << s;
+      }
+    }
+  }
+}
+
+TEST(AugmentByHand, OverlayFloatWithinTolerance) {
+  std::mt19937_64 rng(4);
+  const at::Tensor pool = random_u8({3, 1, 5, 6}, rng);
+  const at::Tensor obs = random_f32({3, 2, 5, 6}, rng);
+  const at::Tensor out = ops::overlay(obs, pool, 2, 3, 0.3);
+  const double w = 77.0 / 256.0;
+  for (int64_t b = 0; b < 3; ++b) {
+    const uint32_t idx = overlay_draw(2, 3, static_cast<uint32_t>(b), 0, 0, 3, 77, 77).index;
+    for (int64_t c = 0; c < 2; ++c)
+      for (int64_t y = 0; y < 5; ++y)
+        for (int64_t x = 0; x < 6; ++x) {
+          const double expected = (1 - w) * obs[b][c][y][x].item<float>() +
+                                  w * pool[idx][0][y][x].item<uint8_t>();
+          EXPECT_NEAR(out[b][c][y][x].item<float>(), expected, 1e-4);
+        }
+  }
+}
+
+TEST(AugmentByHand, OverlayAlphaRange) {
+  // Black frames, white distractors: out = (255 * w + 128) >> 8, w in 64..192.
+  const int64_t batch = 400;
+  const at::Tensor obs = at::zeros({batch, 1, 1, 2}, at::kByte);
+  const at::Tensor pool = at::full({2, 1, 1, 2}, 255, at::kByte);
+  const at::Tensor out = ops::overlay(obs, pool, 12, 34, 0.25, 0.75);
+  std::set<uint32_t> weights;
+  for (int64_t b = 0; b < batch; ++b) {
+    const uint32_t w = overlay_draw(12, 34, static_cast<uint32_t>(b), 0, 0, 2, 64, 192).weight;
+    ASSERT_GE(w, 64u);
+    ASSERT_LE(w, 192u);
+    weights.insert(w);
+    const int expected = static_cast<int>((255 * w + 128) >> 8);
+    EXPECT_EQ(u8_values(out[b]), (std::vector<int>{expected, expected})) << "sample " << b;
+  }
+  EXPECT_GT(weights.size(), 80u);  // the range is actually drawn from
+}
+
+TEST(AugmentByHand, OverlayPerFrame) {
+  // obs [1, 3 frames * 1 channel, 2, 2] of zeros; pool image i is constant 50 * i.
+  const int64_t P = 5;
+  at::Tensor pool = at::empty({P, 1, 2, 2}, at::kByte);
+  for (int64_t i = 0; i < P; ++i) pool[i].fill_(50 * i);
+  const at::Tensor obs = at::zeros({1, 3, 2, 2}, at::kByte);
+  // A seed whose three frames draw three different images.
+  const uint64_t seed = find_seed([&](uint64_t s) {
+    std::set<uint32_t> seen;
+    for (uint32_t f = 0; f < 3; ++f) seen.insert(overlay_draw(s, kStep, 0, 0, f, P, 256, 256).index);
+    return seen.size() == 3;
+  });
+  const at::Tensor per_frame = ops::overlay(obs, pool, seed, kStep, 1.0, std::nullopt, true);
+  const at::Tensor shared = ops::overlay(obs, pool, seed, kStep, 1.0, std::nullopt, false);
+  const uint32_t idx0 = overlay_draw(seed, kStep, 0, 0, 0, P, 256, 256).index;
+  for (int64_t f = 0; f < 3; ++f) {
+    const uint32_t idx = overlay_draw(seed, kStep, 0, 0, static_cast<uint32_t>(f), P, 256, 256).index;
+    const int v = static_cast<int>(50 * idx);
+    EXPECT_EQ(u8_values(per_frame[0][f]), (std::vector<int>{v, v, v, v})) << "frame " << f;
+    const int v0 = static_cast<int>(50 * idx0);
+    EXPECT_EQ(u8_values(shared[0][f]), (std::vector<int>{v0, v0, v0, v0})) << "frame " << f;
+  }
+}
+
+TEST(AugmentByHand, OverlayAfterShiftReadsThePoolAtItsStage) {
+  // shift then overlay with alpha 1: the distractor is not shifted; overlay
+  // then shift: the distractor moves with the frame.
+  const at::Tensor img = u8_from({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  const at::Tensor pool = u8_from({1, 1, 3, 3}, {11, 12, 13, 14, 15, 16, 17, 18, 19});
+  const uint64_t seed = seed_for_shift(1, 1, -1);
+  EXPECT_EQ(u8_values(ops::augment(img, pool, {OpSpec::shift(1), OpSpec::overlay(1.0)}, seed, kStep)),
+            (std::vector<int>{11, 12, 13, 14, 15, 16, 17, 18, 19}));
+  EXPECT_EQ(u8_values(ops::augment(img, pool, {OpSpec::overlay(1.0), OpSpec::shift(1, "zeros").at_index(0)}, seed, kStep)),
+            (std::vector<int>{0, 0, 0, 12, 13, 0, 15, 16, 0}));
+  // A zero-padded shift after the overlay blanks the distractor too; the
+  // next overlay blends over that zero: (0 * 128 + 11..19 * 128 + 128) >> 8.
+  const Pipeline p = {OpSpec::overlay(1.0), OpSpec::shift(1, "zeros").at_index(0),
+                      OpSpec::overlay(0.5).at_index(1)};
+  EXPECT_EQ(u8_values(ops::augment(img, pool, p, seed, kStep)),
+            (std::vector<int>{6, 6, 7, 13, 14, 8, 16, 17, 10}));
+}
+
+// ---------------------------------------------------------------- API behaviour
+
+TEST(AugmentApi, InPlaceEqualsOutOfPlace) {
+  std::mt19937_64 rng(5);
+  const at::Tensor pool = random_u8({4, 3, 20, 18}, rng);
+  const Pipeline p = {OpSpec::shift(4), OpSpec::overlay(0.5, 0.8, true), OpSpec::shift(2, "zeros")};
+  for (const at::Tensor& obs : {random_u8({6, 9, 20, 18}, rng), random_f32({6, 9, 20, 18}, rng)}) {
+    const at::Tensor expected = ops::augment(obs, pool, p, 1, 2);
+    at::Tensor target = obs.clone();
+    const void* data = target.data_ptr();
+    ops::augment_(target, pool, p, 1, 2);
+    EXPECT_EQ(target.data_ptr(), data);
+    EXPECT_TRUE(same_bits(expected, target));
+    // A view into a larger tensor: only the view changes.
+    at::Tensor base = at::zeros({6, 9, 20, 25}, obs.options());
+    at::Tensor view = base.narrow(3, 3, 18);
+    view.copy_(obs);
+    ops::augment_(view, pool, p, 1, 2);
+    EXPECT_TRUE(same_bits(expected, view));
+    EXPECT_EQ(base.narrow(3, 0, 3).count_nonzero().item<int64_t>(), 0);
+    EXPECT_EQ(base.narrow(3, 21, 4).count_nonzero().item<int64_t>(), 0);
+  }
+}
+
+TEST(AugmentApi, FloatOutputIsUint8ResultTimesScalePlusBias) {
+  std::mt19937_64 rng(6);
+  const at::Tensor pool = random_u8({4, 3, 12, 12}, rng);
+  const at::Tensor obs = random_u8({3, 6, 12, 12}, rng);
+  const Pipeline p = {OpSpec::overlay(0.5), OpSpec::shift(2)};
+  OutputOptions drq;
+  drq.dtype = at::kFloat;
+  drq.scale = 1.0 / 255.0;
+  drq.bias = -0.5;
+  const at::Tensor u8 = ops::augment(obs, pool, p, 4, 4);
+  const at::Tensor f32 = ops::augment(obs, pool, p, 4, 4, drq);
+  ASSERT_EQ(f32.scalar_type(), at::kFloat);
+  const uint8_t* v = u8.data_ptr<uint8_t>();
+  const float* out = f32.data_ptr<float>();
+  const float scale = static_cast<float>(1.0 / 255.0);
+  for (int64_t i = 0; i < u8.numel(); ++i) {
+    const float expected = static_cast<float>(v[i]) * scale + -0.5f;
+    ASSERT_EQ(out[i], expected) << "element " << i;
+  }
+  // The default output dtype is the input's.
+  EXPECT_EQ(ops::augment(obs.to(at::kFloat), pool, p, 4, 4).scalar_type(), at::kFloat);
+  EXPECT_EQ(u8.scalar_type(), at::kByte);
+}
+
+TEST(AugmentApi, SingleOpWrappersEqualAugment) {
+  std::mt19937_64 rng(8);
+  const at::Tensor pool = random_u8({3, 3, 10, 12}, rng);
+  const at::Tensor obs = random_u8({5, 6, 10, 12}, rng);
+  EXPECT_TRUE(same_bits(ops::augment(obs, std::nullopt, {OpSpec::shift(3, "zeros").at_index(2)}, 1, 2),
+                        ops::shift(obs, 1, 2, 3, "zeros", 2)));
+  EXPECT_TRUE(same_bits(ops::augment(obs, std::nullopt, {OpSpec::crop(7, 9).at_index(4)}, 1, 2),
+                        ops::crop(obs, 1, 2, 7, 9, false, 4)));
+  EXPECT_TRUE(same_bits(ops::augment(obs, pool, {OpSpec::overlay(0.2, 0.6, true).at_index(1)}, 1, 2),
+                        ops::overlay(obs, pool, 1, 2, 0.2, 0.6, true, 1)));
+}
+
+TEST(AugmentApi, DrawsDependOnSeedAndStepOnly) {
+  std::mt19937_64 rng(9);
+  const at::Tensor obs = random_u8({16, 3, 16, 16}, rng);
+  const Pipeline p = {OpSpec::shift(4)};
+  EXPECT_TRUE(at::equal(ops::augment(obs, std::nullopt, p, 1, 2), ops::augment(obs, std::nullopt, p, 1, 2)));
+  EXPECT_FALSE(at::equal(ops::augment(obs, std::nullopt, p, 1, 2), ops::augment(obs, std::nullopt, p, 1, 3)));
+  EXPECT_FALSE(at::equal(ops::augment(obs, std::nullopt, p, 1, 2), ops::augment(obs, std::nullopt, p, 2, 2)));
+}
+
+TEST(AugmentApi, OutputShapeAndEmptyBatch) {
+  const at::Tensor obs = at::zeros({0, 9, 84, 84}, at::kByte);
+  const Pipeline p = {OpSpec::shift(4), OpSpec::crop(80, 70), OpSpec::crop(64, 64)};
+  EXPECT_EQ(ops::output_shape(obs, p), (std::vector<int64_t>{0, 9, 64, 64}));
+  const at::Tensor out = ops::augment(obs, std::nullopt, p, 0, 0);
+  EXPECT_EQ(out.sizes(), (at::IntArrayRef{0, 9, 64, 64}));
+  at::Tensor empty = at::zeros({0, 9, 84, 84}, at::kFloat);
+  EXPECT_NO_THROW(ops::augment_(empty, std::nullopt, {OpSpec::shift(4)}, 0, 0));
+}
+
+TEST(AugmentApi, PoolIsIgnoredWithoutOverlay) {
+  // A pool of any size may be passed when no op overlays.
+  std::mt19937_64 rng(10);
+  const at::Tensor obs = random_u8({2, 6, 8, 8}, rng);
+  const at::Tensor pool = random_u8({3, 3, 5, 5}, rng);
+  EXPECT_TRUE(same_bits(ops::augment(obs, std::nullopt, {OpSpec::shift(2)}, 0, 0),
+                        ops::augment(obs, pool, {OpSpec::shift(2)}, 0, 0)));
+}
+
+// ---------------------------------------------------------------- errors
+
+template <typename E>
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected " << typeid(E).name() << ", got: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "expected " << typeid(E).name() << ", nothing was thrown";
+  return "";
+}
+
+void expect_mentions(const std::string& message, std::initializer_list<const char*> parts) {
+  for (const char* part : parts) {
+    EXPECT_NE(message.find(part), std::string::npos)
+        << "message does not mention \"" << part << "\":\n  " << message;
+  }
+}
+
+TEST(AugmentErrors, WrongObsDtype) {
+  const at::Tensor obs = at::zeros({2, 3, 8, 8}, at::kLong);
+  expect_mentions(error_of<c10::TypeError>([&] { ops::shift(obs, 0, 0); }),
+                  {"obs", "uint8", "float32", "Long", "[2, 3, 8, 8]"});
+  expect_mentions(error_of<c10::TypeError>([&] { ops::shift(obs.to(at::kDouble), 0, 0); }),
+                  {"uint8 or float32", "Double"});
+}
+
+TEST(AugmentErrors, WrongObsDims) {
+  const at::Tensor obs = at::zeros({3, 8, 8}, at::kByte);
+  expect_mentions(error_of<c10::TypeError>([&] { ops::shift(obs, 0, 0); }),
+                  {"4 dims", "[B, S*C, H, W]", "[3, 8, 8]"});
+  at::Tensor obs5 = at::zeros({1, 2, 3, 8, 8}, at::kByte);
+  expect_mentions(error_of<c10::TypeError>([&] { ops::augment_(obs5, std::nullopt, {OpSpec::shift(1)}, 0, 0); }),
+                  {"4 dims"});
+}
+
+TEST(AugmentErrors, ChannelsNotAMultipleOfPoolChannels) {
+  const at::Tensor obs = at::zeros({2, 4, 8, 8}, at::kByte);
+  const at::Tensor pool = at::zeros({5, 3, 8, 8}, at::kByte);
+  expect_mentions(error_of<c10::ValueError>([&] { ops::overlay(obs, pool, 0, 0); }),
+                  {"obs channels (4)", "multiple", "C = 3"});
+}
+
+TEST(AugmentErrors, PoolOfTheWrongSize) {
+  const at::Tensor obs = at::zeros({2, 3, 10, 12}, at::kByte);
+  const at::Tensor pool = at::zeros({5, 3, 8, 8}, at::kByte);
+  expect_mentions(error_of<c10::ValueError>([&] { ops::overlay(obs, pool, 0, 0); }),
+                  {"overlay", "8x8", "10x12", "resize"});
+  // After a crop the overlay sees the crop's size.
+  expect_mentions(error_of<c10::ValueError>([&] {
+                    ops::augment(obs, pool, {OpSpec::crop(9, 9), OpSpec::overlay(0.5)}, 0, 0);
+                  }),
+                  {"op 1", "8x8", "9x9"});
+}
+
+TEST(AugmentErrors, BadPool) {
+  const at::Tensor obs = at::zeros({2, 3, 8, 8}, at::kByte);
+  expect_mentions(error_of<c10::TypeError>([&] { ops::overlay(obs, at::zeros({5, 3, 8, 8}, at::kFloat), 0, 0); }),
+                  {"pool", "uint8", "Float"});
+  expect_mentions(error_of<c10::TypeError>([&] { ops::overlay(obs, at::zeros({3, 8, 8}, at::kByte), 0, 0); }),
+                  {"pool", "[P, C, H, W]"});
+  // A pool with P = 0 images was passed: the message must not claim there is no pool.
+  const std::string empty = error_of<c10::ValueError>(
+      [&] { ops::overlay(obs, at::zeros({0, 3, 8, 8}, at::kByte), 0, 0); });
+  expect_mentions(empty, {"pool", "P >= 1", "empty"});
+  EXPECT_EQ(empty.find("no pool"), std::string::npos) << empty;
+}
+
+TEST(AugmentErrors, OverlayWithoutPool) {
+  const at::Tensor obs = at::zeros({2, 3, 8, 8}, at::kByte);
+  expect_mentions(error_of<c10::ValueError>([&] {
+                    ops::augment(obs, std::nullopt, {OpSpec::shift(1), OpSpec::overlay(0.5)}, 0, 0);
+                  }),
+                  {"overlay", "pool", "None"});
+  expect_mentions(error_of<c10::ValueError>([&] {
+                    ops::augment(obs, at::Tensor(), {OpSpec::overlay(0.5)}, 0, 0);
+                  }),
+                  {"pool"});
+}
+
+TEST(AugmentErrors, InPlaceShrinkingCrop) {
+  at::Tensor obs = at::zeros({2, 3, 8, 8}, at::kByte);
+  expect_mentions(error_of<c10::ValueError>([&] {
+                    ops::augment_(obs, std::nullopt, {OpSpec::shift(1), OpSpec::crop(6, 7)}, 0, 0);
+                  }),
+                  {"in-place", "8x8", "6x7", "out-of-place"});
+  // A full-size crop keeps the size and is allowed.
+  EXPECT_NO_THROW(ops::augment_(obs, std::nullopt, {OpSpec::crop(8, 8)}, 0, 0));
+}
+
+TEST(AugmentErrors, BadOutputOptions) {
+  const at::Tensor obs = at::zeros({2, 3, 8, 8}, at::kByte);
+  OutputOptions o;
+  o.dtype = at::kLong;
+  expect_mentions(error_of<c10::TypeError>([&] { ops::augment(obs, std::nullopt, {}, 0, 0, o); }),
+                  {"out_dtype", "uint8 or float32", "Long"});
+  o.dtype = at::kByte;
+  expect_mentions(error_of<c10::TypeError>([&] {
+                    ops::augment(obs.to(at::kFloat), std::nullopt, {}, 0, 0, o);
+                  }),
+                  {"out_dtype uint8", "float32"});
+  o.scale = 2.0;
+  expect_mentions(error_of<c10::ValueError>([&] { ops::augment(obs, std::nullopt, {}, 0, 0, o); }),
+                  {"scale", "float32"});
+  o.dtype = at::kFloat;
+  o.scale = std::nan("");
+  expect_mentions(error_of<c10::ValueError>([&] { ops::augment(obs, std::nullopt, {}, 0, 0, o); }),
+                  {"scale", "finite"});
+}
+
+TEST(AugmentErrors, BadOpsThroughTheTensorApi) {
+  const at::Tensor obs = at::zeros({2, 3, 8, 8}, at::kByte);
+  expect_mentions(error_of<c10::ValueError>([&] { ops::crop(obs, 0, 0, 9, 8); }),
+                  {"crop", "9x8", "8x8"});
+  expect_mentions(error_of<c10::ValueError>([&] { ops::shift(obs, 0, 0, 4, "reflect"); }),
+                  {"padding", "reflect"});
+  expect_mentions(error_of<c10::ValueError>([&] { ops::shift(obs, 0, 0, -1); }), {"pad", "-1"});
+  expect_mentions(error_of<c10::ValueError>([&] {
+                    ops::overlay(obs, at::zeros({1, 3, 8, 8}, at::kByte), 0, 0, 1.5);
+                  }),
+                  {"alpha", "1.5"});
+}
+
+// ---------------------------------------------------------------- CUDA
+
+// The CUDA kernel against the CPU backend, bit for bit, on random pipelines
+// (including planes too large to stage in shared memory, which take the
+// per-pixel trace path and the copy-based in-place path).
+TEST(AugmentCuda, MatchesCpuBitForBit) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  std::mt19937_64 rng(99);
+  for (int trial = 0; trial < 120; ++trial) {
+    Case c = random_case(rng);
+    if (trial % 10 == 0 || trial % 10 == 5) {
+      // trial % 10 == 0: planes too large to stage (traces in shared memory,
+      // input from global memory, in place through a copy).
+      // trial % 10 == 5: rows + columns too many to keep their traces in
+      // shared memory (traced per pixel); the uint8 plane is still staged.
+      const bool tall = trial % 10 == 0;
+      c = Case{};
+      c.batch = 3;
+      c.stack = 2;
+      c.channels = tall ? 3 : 1;
+      c.height = tall ? 260 : 32;
+      c.width = tall ? 250 : 1400;
+      c.seed = static_cast<uint64_t>(trial);
+      c.step = 1;
+      c.pool_images = 4;
+      c.pool_h = c.height;
+      c.pool_w = c.width;
+      c.pipeline = {OpSpec::shift(8, tall ? "replicate" : "zeros"), OpSpec::overlay(0.3, 0.7, true),
+                    OpSpec::shift(3, tall ? "zeros" : "replicate")};
+      c.keeps_size = true;
+    }
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": " + c.describe());
+    std::optional<at::Tensor> pool, pool_cuda;
+    if (c.pool_images > 0) {
+      pool = random_u8({c.pool_images, c.channels, c.pool_h, c.pool_w}, rng);
+      pool_cuda = pool->to(at::kCUDA);
+    }
+    const std::vector<int64_t> shape = {c.batch, c.stack * c.channels, c.height, c.width};
+    OutputOptions affine;
+    affine.dtype = at::kFloat;
+    affine.scale = 1.0 / 255.0;
+    affine.bias = -0.5;
+    for (const at::Tensor& obs : {random_u8(shape, rng), random_f32(shape, rng)}) {
+      SCOPED_TRACE(c10::toString(obs.scalar_type()));
+      const at::Tensor obs_cuda = obs.to(at::kCUDA);
+      const at::Tensor cpu = ops::augment(obs, pool, c.pipeline, c.seed, c.step);
+      EXPECT_TRUE(same_bits(cpu, ops::augment(obs_cuda, pool_cuda, c.pipeline, c.seed, c.step).cpu()));
+      EXPECT_TRUE(same_bits(ops::augment(obs, pool, c.pipeline, c.seed, c.step, affine),
+                            ops::augment(obs_cuda, pool_cuda, c.pipeline, c.seed, c.step, affine).cpu()));
+      EXPECT_TRUE(same_bits(cpu, ops::augment(non_contiguous(obs_cuda, trial), pool_cuda,
+                                              c.pipeline, c.seed, c.step).cpu()))
+          << "non-contiguous";
+      if (c.keeps_size) {
+        at::Tensor target = obs_cuda.clone();
+        ops::augment_(target, pool_cuda, c.pipeline, c.seed, c.step);
+        EXPECT_TRUE(same_bits(cpu, target.cpu())) << "in place";
+        at::Tensor strided = non_contiguous(obs_cuda, trial + 1);
+        ops::augment_(strided, pool_cuda, c.pipeline, c.seed, c.step);
+        EXPECT_TRUE(same_bits(cpu, strided.cpu())) << "in place, non-contiguous";
+      }
+    }
+    if (HasFailure()) return;
+  }
+}
+
+TEST(AugmentCuda, PoolOnAnotherDeviceIsAnError) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  const at::Tensor obs = at::zeros({2, 3, 8, 8}, at::kByte).to(at::kCUDA);
+  const at::Tensor pool = at::zeros({2, 3, 8, 8}, at::kByte);
+  expect_mentions(error_of<c10::ValueError>([&] { ops::overlay(obs, pool, 0, 0); }),
+                  {"pool", "cuda", "cpu"});
+}
+
+}  // namespace
+}  // namespace obsaug
+
+namespace obsaug {
+namespace {
+
+// The vectorized uint8 blend (AVX2 where the CPU has it) is an algebraic
+// rewrite of blend(); check it on every (x, d, w), at every offset mod 32 so
+// both the vector body and the scalar tail are exercised.
+TEST(BlendBytes, MatchesBlendForEveryInput) {
+  std::vector<uint8_t> x(65536 + 31), d(65536 + 31), v;
+  for (int i = 0; i < 65536; ++i) {
+    x[i] = static_cast<uint8_t>(i & 255);
+    d[i] = static_cast<uint8_t>(i >> 8);
+  }
+  for (uint32_t w = 0; w <= kWeightOne; ++w) {
+    const int64_t offset = w % 32;
+    v.assign(x.size(), 0);
+    std::copy(x.begin(), x.begin() + 65536, v.begin() + offset);
+    std::vector<uint8_t> dd(d.size(), 0);
+    std::copy(d.begin(), d.begin() + 65536, dd.begin() + offset);
+    blend_bytes(v.data() + offset, dd.data() + offset, 65536, w);
+    for (int i = 0; i < 65536; ++i) {
+      ASSERT_EQ(v[offset + i], blend(x[i], d[i], w)) << "x=" << int(x[i]) << " d=" << int(d[i])
+                                                     << " w=" << w;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace obsaug

@@ -1,0 +1,65 @@
+// Philox4x32-10 against the Random123 known-answer vectors, and the counter
+// layout of DESIGN.md section 3.
+#include "kernels/philox.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace obsaug {
+namespace {
+
+TEST(Philox, KnownAnswerZero) {
+  const Philox4 r = philox4x32_10(Philox4{{0, 0, 0, 0}}, 0, 0);
+  EXPECT_EQ(r.v[0], 0x6627e8d5u);
+  EXPECT_EQ(r.v[1], 0xe169c58du);
+  EXPECT_EQ(r.v[2], 0xbc57ac4cu);
+  EXPECT_EQ(r.v[3], 0x9b00dbd8u);
+}
+
+TEST(Philox, KnownAnswerAllOnes) {
+  const Philox4 r =
+      philox4x32_10(Philox4{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}},
+                    0xffffffffu, 0xffffffffu);
+  EXPECT_EQ(r.v[0], 0x408f276du);
+  EXPECT_EQ(r.v[1], 0x41c83b0eu);
+  EXPECT_EQ(r.v[2], 0xa20bc7c6u);
+  EXPECT_EQ(r.v[3], 0x6d5451fdu);
+}
+
+TEST(Philox, KnownAnswerPi) {
+  // Random123 kat_vectors: philox4x32 10 rounds, counter/key from digits of pi.
+  const Philox4 r = philox4x32_10(Philox4{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}},
+                                  0xa4093822u, 0x299f31d0u);
+  EXPECT_EQ(r.v[0], 0xd16cfe09u);
+  EXPECT_EQ(r.v[1], 0x94fdccebu);
+  EXPECT_EQ(r.v[2], 0x5001e420u);
+  EXPECT_EQ(r.v[3], 0x24126ea1u);
+}
+
+TEST(Philox, DrawBlockLayout) {
+  const uint64_t seed = 0x0123456789abcdefull;
+  const uint64_t step = 0xfedcba9876543210ull;
+  const Philox4 expected = philox4x32_10(
+      Philox4{{0x76543210u, 0xfedcba98u, 7u, 3u | (5u << 16)}}, 0x89abcdefu, 0x01234567u);
+  const Philox4 got = draw_block(seed, step, 7, 3, 5);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(got.v[i], expected.v[i]) << "word " << i;
+}
+
+TEST(Philox, BelowCoversFullRange) {
+  EXPECT_EQ(below(0u, 9), 0u);
+  EXPECT_EQ(below(0xffffffffu, 9), 8u);
+  EXPECT_EQ(below(0xffffffffu, 1), 0u);
+  std::vector<int> seen(9, 0);
+  for (uint32_t b = 0; b < 900; ++b) ++seen[below(draw_block(1, 2, b, 0, 0).v[0], 9)];
+  for (int v = 0; v < 9; ++v) EXPECT_GT(seen[v], 50) << "value " << v;
+}
+
+TEST(Philox, UnitIsInHalfOpenInterval) {
+  EXPECT_EQ(unit(0u), 0.0f);
+  EXPECT_LT(unit(0xffffffffu), 1.0f);
+  EXPECT_EQ(unit(0x80000000u), 0.5f);
+}
+
+}  // namespace
+}  // namespace obsaug

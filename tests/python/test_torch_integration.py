@@ -1,0 +1,110 @@
+"""torch.library.opcheck of every obsaug op, and torch.compile(fullgraph=True) on CPU."""
+import pytest
+import torch
+
+import obsaug
+from conftest import random_obs, random_pool
+
+ops = obsaug.ops
+O = torch.ops.obsaug
+SEED, STEP = 3, -(2**62)   # the schema carries uint64 as int64: exercise a negative one
+PIPE = "op=shift,pad=2|op=overlay,alpha=0.25,alpha_max=0.75,per_frame=true|op=crop,size=6x7"
+
+
+def small(dtype, channels_last=False):
+    x = random_obs((3, 6, 8, 9), dtype, seed=4)
+    return x.contiguous(memory_format=torch.channels_last) if channels_last else x
+
+
+def pool(h=8, w=9):
+    return random_pool(4, 3, h, w, seed=5)
+
+
+def opcheck_cases():
+    for dtype in (torch.uint8, torch.float32):
+        for cl in (False, True):
+            tag = f"{'u8' if dtype == torch.uint8 else 'f32'}{'-cl' if cl else ''}"
+            yield f"shift-{tag}", O.shift.default, lambda d=dtype, c=cl: (small(d, c), SEED, STEP, 2, "zeros", 1)
+            yield f"crop-{tag}", O.crop.default, lambda d=dtype, c=cl: (small(d, c), SEED, STEP, [5, 7], False, 0)
+            yield f"overlay-{tag}", O.overlay.default, \
+                lambda d=dtype, c=cl: (small(d, c), pool(), SEED, STEP, 0.3, 0.9, True, 2)
+            yield f"overlay_-{tag}", O.overlay_.default, \
+                lambda d=dtype, c=cl: (small(d, c), pool(), SEED, STEP, 0.5, None, False, 0)
+            yield f"augment-{tag}", O.augment.default, \
+                lambda d=dtype, c=cl: (small(d, c), pool(), PIPE, SEED, STEP, None, 1.0, 0.0)
+            yield f"augment-float-out-{tag}", O.augment.default, \
+                lambda d=dtype, c=cl: (small(d, c), pool(), PIPE, SEED, STEP, torch.float32, 1 / 255, -0.5)
+            yield f"augment-nopool-{tag}", O.augment.default, \
+                lambda d=dtype, c=cl: (small(d, c), None, "op=shift,pad=3|op=crop,size=5", SEED, STEP,
+                                       None, 1.0, 0.0)
+            yield f"augment_-{tag}", O.augment_.default, \
+                lambda d=dtype, c=cl: (small(d, c), pool(), "op=overlay,alpha=0.5|op=shift,pad=1", SEED, STEP)
+
+
+CASES = list(opcheck_cases())
+
+
+@pytest.mark.parametrize("name,op,make_args", CASES, ids=[c[0] for c in CASES])
+def test_opcheck(name, op, make_args):
+    torch.library.opcheck(op, make_args())
+
+
+def test_opcheck_empty_batch():
+    x = torch.zeros(0, 6, 8, 9, dtype=torch.uint8)
+    torch.library.opcheck(O.augment.default, (x, pool(), PIPE, SEED, STEP, None, 1.0, 0.0))
+
+
+# ------------------------------------------------------------- torch.compile
+
+BACKEND = "inductor"
+
+
+def fused(obs, pool):
+    return ops.augment(obs, pool, ops=[{"op": "shift", "pad": 4}, {"op": "overlay", "alpha": 0.5},
+                                       {"op": "crop", "size": 12}],
+                       seed=11, step=2**63 + 7, out_dtype=torch.float32, scale=1 / 255, bias=-0.5)
+
+
+def chained(obs, pool):
+    x = ops.shift(obs, seed=11, step=12, pad=4, padding="zeros")
+    return ops.overlay(x, pool, seed=11, step=12, alpha=0.2, alpha_max=0.8, per_frame=True, op_index=1)
+
+
+@pytest.mark.parametrize("fn", [fused, chained], ids=["augment", "shift_then_overlay"])
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+def test_compile_fullgraph_matches_eager(fn, dtype):
+    torch._dynamo.reset()
+    x = random_obs((8, 9, 14, 14), dtype, seed=6)
+    p = random_pool(5, 3, 14, 14, seed=7)
+    compiled = torch.compile(fn, fullgraph=True, backend=BACKEND)
+    want = fn(x, p)
+    got = compiled(x, p)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    torch.testing.assert_close(got, want, atol=0.0, rtol=0)
+    # a second call with new data reuses the graph
+    x2 = random_obs((8, 9, 14, 14), dtype, seed=8)
+    torch.testing.assert_close(compiled(x2, p), fn(x2, p), atol=0.0, rtol=0)
+
+
+def test_compile_inplace_fullgraph():
+    torch._dynamo.reset()
+
+    def f(obs, pool):
+        ops.overlay(obs, pool, seed=1, step=2, alpha=0.5, inplace=True)
+        return obs
+
+    x = random_obs((4, 6, 10, 10), torch.uint8, seed=9)
+    p = random_pool(3, 3, 10, 10, seed=10)
+    want = ops.overlay(x, p, seed=1, step=2, alpha=0.5)
+    y = x.clone()
+    out = torch.compile(f, fullgraph=True, backend=BACKEND)(y, p)
+    assert torch.equal(y, want) and torch.equal(out, want)
+
+
+def test_compile_dynamic_batch_and_size():
+    torch._dynamo.reset()
+    compiled = torch.compile(fused, fullgraph=True, backend=BACKEND, dynamic=True)
+    for b, hw in ((4, 14), (7, 14), (3, 16)):
+        x = random_obs((b, 9, hw, hw), torch.uint8, seed=b)
+        p = random_pool(5, 3, hw, hw, seed=hw)
+        assert torch.equal(compiled(x, p), fused(x, p))
