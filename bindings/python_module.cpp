@@ -3,11 +3,18 @@
 // are bound here as they arrive; only bindings/ sees pybind11.
 #include <pybind11/pybind11.h>
 
+#ifdef OBSAUG_WITH_ENGINE
+#include "bindings/pool_bindings.h"
+#endif
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "obsaug native module";
 #ifdef OBSAUG_WITH_CUDA
   m.attr("built_with_cuda") = true;
 #else
   m.attr("built_with_cuda") = false;
+#endif
+#ifdef OBSAUG_WITH_ENGINE
+  obsaug::python::bind_pool(m);
 #endif
 }

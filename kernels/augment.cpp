@@ -91,12 +91,9 @@ void run(const PipelineDesc& desc, const at::Tensor& in, const at::Tensor& out,
   }
 #ifdef OBSAUG_WITH_CUDA
   const c10::cuda::CUDAGuard guard(in.device());
-  static int sm_counts[64] = {};
   const int device = in.device().index();
-  int& sm_count = sm_counts[device & 63];
-  if (sm_count == 0) {
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
-  }
+  int sm_count = 0;  // an attribute query: no synchronisation, microseconds
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
   C10_CUDA_CHECK(static_cast<cudaError_t>(augment_cuda(desc, buffers, stream, sm_count)));
 #else

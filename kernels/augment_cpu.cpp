@@ -38,6 +38,7 @@ std::vector<Run> runs_of(const std::vector<int32_t>& coords) {
     } else {
       while (x + run.len < n && coords[x + run.len] == run.src_x + run.len) ++run.len;
     }
+    if (run.len == 1) run.copy = false;  // the same thing; keeps [repeat][copy][repeat] simple
     runs.push_back(run);
     x += run.len;
   }
@@ -196,10 +197,16 @@ __attribute__((target_clones("avx2", "default"))) void translate_plane(
   if (t.first > 0) std::memcpy(top_row, in + static_cast<int64_t>(t.top) * width, sizeof(T) * width);
   if (t.end < height)
     std::memcpy(bottom_row, in + static_cast<int64_t>(t.bottom) * width, sizeof(T) * width);
-  for (int32_t y = t.first; y < t.end; ++y) {
-    const T* src = in + static_cast<int64_t>(y + t.dy) * width;
-    edges[2 * y] = src[c.left_src];
-    edges[2 * y + 1] = src[c.right_src];
+  // Edge values of the translated rows; saved first when in place, because
+  // the memmove overwrites them.
+  const bool in_place = in == values;
+  const T* edge_source = in;
+  if (in_place) {
+    for (int32_t y = t.first; y < t.end; ++y) {
+      const T* src = in + static_cast<int64_t>(y + t.dy) * width;
+      edges[2 * y] = src[c.left_src];
+      edges[2 * y + 1] = src[c.right_src];
+    }
   }
   if (t.end > t.first && c.mid_len > 0) {
     const int64_t begin = static_cast<int64_t>(t.first) * width + c.mid_dst;
@@ -208,10 +215,21 @@ __attribute__((target_clones("avx2", "default"))) void translate_plane(
                  in + static_cast<int64_t>(t.first + t.dy) * width + c.mid_src,
                  sizeof(T) * count);
   }
-  for (int32_t y = t.first; y < t.end; ++y) {
-    T* dst = values + static_cast<int64_t>(y) * width;
-    for (int32_t x = 0; x < c.left_len; ++x) dst[x] = edges[2 * y];
-    for (int32_t x = 0; x < c.right_len; ++x) dst[c.right_dst + x] = edges[2 * y + 1];
+  if (c.left_len > 0) {
+    for (int32_t y = t.first; y < t.end; ++y) {
+      const T value = in_place ? edges[2 * y]
+                               : edge_source[static_cast<int64_t>(y + t.dy) * width + c.left_src];
+      T* dst = values + static_cast<int64_t>(y) * width;
+      for (int32_t x = 0; x < c.left_len; ++x) dst[x] = value;
+    }
+  }
+  if (c.right_len > 0) {
+    for (int32_t y = t.first; y < t.end; ++y) {
+      const T value = in_place ? edges[2 * y + 1]
+                               : edge_source[static_cast<int64_t>(y + t.dy) * width + c.right_src];
+      T* dst = values + static_cast<int64_t>(y) * width + c.right_dst;
+      for (int32_t x = 0; x < c.right_len; ++x) dst[x] = value;
+    }
   }
   for (int32_t y = 0; y < t.first; ++y)
     gather_simple(top_row, c, values + static_cast<int64_t>(y) * width);

@@ -6,6 +6,8 @@
 // kernels/pipeline.h and writes them with one 16-byte store when aligned.
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "kernels/augment_cuda.h"
 #include "kernels/pipeline.h"
 
@@ -22,15 +24,16 @@ struct SharedLayout {
 
 int64_t align16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
 
-// The input plane is staged first (in place depends on it), the traces
-// second (they only save recomputation per pixel).
-SharedLayout shared_layout(const PipelineDesc& p, int64_t in_plane_bytes) {
-  const int64_t traces = align16(static_cast<int64_t>(p.out_h + p.out_w) * sizeof(AxisTrace));
+// In place, the input plane must be staged (every input byte of a plane is
+// read before any output byte is written); the traces come second. Out of
+// place, the traces come first and the plane is staged only beside them.
+SharedLayout shared_layout(const PipelineDesc& p, int64_t in_plane_bytes, bool in_place) {
+  const int64_t traces =
+      align16((static_cast<int64_t>(p.out_h) + p.out_w) * static_cast<int64_t>(sizeof(AxisTrace)));
   const int64_t stage = align16(in_plane_bytes);
   if (traces + stage <= kCudaSharedBytes) return {traces, stage};
-  if (stage <= kCudaSharedBytes) return {0, stage};
-  if (traces <= kCudaSharedBytes) return {traces, 0};
-  return {0, 0};
+  if (in_place) return {0, stage <= kCudaSharedBytes ? stage : 0};
+  return {traces <= kCudaSharedBytes ? traces : 0, 0};
 }
 
 template <typename T>
@@ -41,7 +44,8 @@ __device__ void stage_plane(const T* __restrict__ src, T* __restrict__ dst, int6
     const int64_t vectors = bytes / 16;
     const uint4* s = reinterpret_cast<const uint4*>(src);
     uint4* d = reinterpret_cast<uint4*>(dst);
-    for (int64_t i = threadIdx.x; i < vectors; i += blockDim.x) d[i] = __ldg(s + i);
+    // Plain loads, not __ldg: in place, this memory is written later in the launch.
+    for (int64_t i = threadIdx.x; i < vectors; i += blockDim.x) d[i] = s[i];
     const unsigned char* s_bytes = reinterpret_cast<const unsigned char*>(src);
     unsigned char* d_bytes = reinterpret_cast<unsigned char*>(dst);
     for (int64_t i = vectors * 16 + threadIdx.x; i < bytes; i += blockDim.x) d_bytes[i] = s_bytes[i];
@@ -60,6 +64,7 @@ __global__ void __launch_bounds__(kThreads)
   In* staged = reinterpret_cast<In*>(shared + layout.traces_bytes);
 
   constexpr int kPerThread = 16 / sizeof(Out);
+  const bool direct = std::is_same<In, Out>::value && buf.scale == 1.0f && buf.bias == 0.0f;
   const int64_t planes = buf.batch * buf.channels;
   const int64_t in_plane = static_cast<int64_t>(p.in_h) * p.in_w;
   const int64_t out_plane = static_cast<int64_t>(p.out_h) * p.out_w;
@@ -94,9 +99,11 @@ __global__ void __launch_bounds__(kThreads)
       } values;
       const int count = out_plane - first < kPerThread ? static_cast<int>(out_plane - first)
                                                        : kPerThread;
-      for (int j = 0; j < count; ++j) {
-        const int32_t y = static_cast<int32_t>((first + j) / p.out_w);
-        const int32_t x = static_cast<int32_t>((first + j) % p.out_w);
+      int32_t y = static_cast<int32_t>(first / p.out_w);
+      int32_t x = static_cast<int32_t>(first % p.out_w);
+#pragma unroll
+      for (int j = 0; j < kPerThread; ++j) {
+        if (j >= count) break;
         In v;
         if (layout.traces_bytes > 0) {
           v = eval_pixel(p, draws, rows[y], cols[x], in, buf.pool, channel_in_frame);
@@ -105,12 +112,22 @@ __global__ void __launch_bounds__(kThreads)
           const AxisTrace col = trace_axis(p, draws, 1, x);
           v = eval_pixel(p, draws, row, col, in, buf.pool, channel_in_frame);
         }
-        values.scalars[j] = to_output(v, buf.scale, buf.bias, static_cast<Out*>(nullptr));
+        // Same dtype without an affine: the value itself, as the CPU stores it
+        // (v * 1 + 0 would turn -0.0 into +0.0).
+        values.scalars[j] = direct ? static_cast<Out>(v)
+                                   : to_output(v, buf.scale, buf.bias, static_cast<Out*>(nullptr));
+        if (++x == p.out_w) {
+          x = 0;
+          ++y;
+        }
       }
       if (aligned && count == kPerThread) {
         *reinterpret_cast<uint4*>(out + first) = values.vector;
       } else {
-        for (int j = 0; j < count; ++j) out[first + j] = values.scalars[j];
+#pragma unroll
+        for (int j = 0; j < kPerThread; ++j) {
+          if (j < count) out[first + j] = values.scalars[j];
+        }
       }
     }
     __syncthreads();  // the next plane reuses draws, traces and the staged plane
@@ -120,7 +137,7 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 bool cuda_can_stage(const PipelineDesc& p, int64_t in_plane_bytes) {
-  return shared_layout(p, in_plane_bytes).stage_bytes > 0;
+  return shared_layout(p, in_plane_bytes, /*in_place=*/true).stage_bytes > 0;
 }
 
 template <typename In, typename Out>
@@ -128,7 +145,9 @@ int augment_cuda(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf, cuda
                  int sm_count) {
   const int64_t planes = buf.batch * buf.channels;
   if (planes == 0) return 0;
-  const SharedLayout layout = shared_layout(p, static_cast<int64_t>(p.in_h) * p.in_w * sizeof(In));
+  const bool in_place = static_cast<const void*>(buf.in) == static_cast<const void*>(buf.out);
+  const SharedLayout layout =
+      shared_layout(p, static_cast<int64_t>(p.in_h) * p.in_w * sizeof(In), in_place);
   const int64_t max_blocks = static_cast<int64_t>(sm_count > 0 ? sm_count : 1) * 64;
   const unsigned blocks = static_cast<unsigned>(planes < max_blocks ? planes : max_blocks);
   augment_kernel<In, Out><<<blocks, kThreads, static_cast<size_t>(layout.total()), stream>>>(

@@ -11,8 +11,9 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace obsaug {
 
-// Bytes of shared memory one block may use without opting in.
-constexpr int64_t kCudaSharedBytes = 48 * 1024;
+// Dynamic shared memory one block may use without opting in: 48 KiB less
+// room for the kernel's static shared memory (the draws, 64 bytes).
+constexpr int64_t kCudaSharedBytes = 48 * 1024 - 1024;
 
 // True when a plane of `in_plane_bytes` can be staged in shared memory, which
 // is what makes an in-place launch safe (every input byte is read before any

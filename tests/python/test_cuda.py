@@ -46,9 +46,12 @@ def both(fn, *tensors):
 
 
 def assert_equal(want, got):
+    """Bit for bit: float32 compared as int32 bits, so -0.0 != +0.0."""
     assert want.shape == got.shape and want.dtype == got.dtype
-    assert torch.equal(want, got), f"{(want.double() - got.double()).abs().max()} max diff, " \
-                                   f"{(want != got).sum()} elements differ"
+    bits = (lambda t: t.view(torch.int32)) if want.dtype == torch.float32 else (lambda t: t)
+    assert torch.equal(bits(want.contiguous()), bits(got.contiguous())), \
+        f"{(want.double() - got.double()).abs().max()} max diff, " \
+        f"{(want != got).sum()} elements differ"
 
 
 # ------------------------------------------------------------- single ops
@@ -213,3 +216,16 @@ def test_cuda_graph_capture(dtype):
     graph2.replay()
     torch.cuda.synchronize()
     assert_equal(ops.augment(x, pool, ops=pipe, seed=SEED, step=STEP).cpu(), buf.cpu())
+
+
+def test_float_bits_survive_geometric_ops():
+    """-0.0 stays -0.0 on both backends (a same-dtype result is stored as is)."""
+    x = torch.rand(4, 6, 17, 19) * 255
+    x[:, :, ::3, ::2] = -0.0
+    for fn in (lambda t: ops.shift(t, seed=SEED, step=STEP, pad=3),
+               lambda t: ops.crop(t, seed=SEED, step=STEP, size=(11, 13)),
+               lambda t: ops.augment(t, ops=[{"op": "shift", "pad": 2, "padding": "zeros"}],
+                                     seed=SEED, step=STEP)):
+        want, got = both(fn, x)
+        assert_equal(want, got)
+        assert (torch.signbit(want) & (want == 0)).any()

@@ -1,0 +1,145 @@
+// obsaug._C.DistractorPool: the Python face of engine/distractor_pool.h
+// (DESIGN.md section 7). The GIL is released around everything that blocks
+// (the fill in the constructor, refresh, close) so the decoder threads and
+// other Python threads run meanwhile. The object is not thread-safe: one
+// Python thread refreshes and augments (the consumer of the C++ contract).
+#include "bindings/pool_bindings.h"
+
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>  // at::Tensor <-> torch.Tensor
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/distractor_pool.h"
+
+namespace py = pybind11;
+
+namespace obsaug::python {
+namespace {
+
+std::vector<std::string> source_paths(const py::object& sources) {
+  const py::object fspath = py::module_::import("os").attr("fspath");
+  if (py::isinstance<py::str>(sources) || py::hasattr(sources, "__fspath__")) {
+    return {py::cast<std::string>(fspath(sources))};
+  }
+  std::vector<std::string> paths;
+  for (const py::handle item : sources) paths.push_back(py::cast<std::string>(fspath(item)));
+  return paths;
+}
+
+std::pair<int, int> image_size_pair(const py::object& size) {
+  if (py::isinstance<py::int_>(size)) {
+    const int s = py::cast<int>(size);
+    return {s, s};
+  }
+  const auto hw = py::cast<std::vector<int>>(size);
+  if (hw.size() != 2) {
+    throw py::value_error("image_size must be an int or (height, width), got " +
+                          std::to_string(hw.size()) + " values");
+  }
+  return {hw[0], hw[1]};
+}
+
+py::dict stats_dict(const DistractorPoolStats& s) {
+  py::list failures;
+  for (const auto& f : s.first_failures) {
+    py::dict d;
+    d["path"] = f.path;
+    d["message"] = f.message;
+    failures.append(d);
+  }
+  py::dict d;
+  d["decoded"] = s.decoded;
+  d["failed"] = s.failed;
+  d["uploaded"] = s.uploaded;
+  d["decode_rate"] = s.decode_rate;
+  d["mean_age_calls"] = s.mean_age_calls;
+  d["queue_depth"] = s.queue_depth;
+  d["calls"] = s.calls;
+  d["first_failures"] = failures;
+  return d;
+}
+
+}  // namespace
+
+void bind_pool(py::module& m) {
+  py::class_<DistractorPool>(m, "DistractorPool", R"doc(
+Decoded distractor photographs for the overlay op, refreshed in the background.
+
+``images`` is the [size, channels, H, W] uint8 tensor on ``device``; call
+``refresh()`` before each augment that reads it (on the augment thread, with
+the augment stream current on CUDA): it uploads what the decoder threads
+staged (mode="async") or decodes ``per_call`` images from the seeded file
+order (mode="sync", bit-reproducible).)doc")
+      .def(py::init([](const py::object& sources, int64_t size, const py::object& image_size,
+                       int channels, const std::string& device, int threads,
+                       const std::string& mode, double max_per_second, int64_t per_call,
+                       uint64_t seed, int rank, int world_size, bool progress, int worker_nice) {
+             DistractorPoolOptions o;
+             o.sources = source_paths(sources);
+             o.size = size;
+             std::tie(o.height, o.width) = image_size_pair(image_size);
+             o.channels = channels;
+             o.device = c10::Device(device);
+             o.threads = threads;
+             o.mode = parse_refresh_mode(mode);
+             o.max_per_second = max_per_second;
+             o.per_call = per_call;
+             o.seed = seed;
+             o.rank = rank;
+             o.world_size = world_size;
+             o.show_progress = progress;
+             o.worker_nice = worker_nice;
+             py::gil_scoped_release release;  // the fill
+             return std::make_unique<DistractorPool>(std::move(o));
+           }),
+           py::arg("sources"), py::arg("size") = 1024,
+           py::arg("image_size") = py::make_tuple(84, 84), py::arg("channels") = 3,
+           py::arg("device") = "cpu", py::arg("threads") = 2, py::arg("mode") = "async",
+           py::arg("max_per_second") = 0.0, py::arg("per_call") = 8, py::arg("seed") = 0,
+           py::arg("rank") = 0, py::arg("world_size") = 1, py::arg("progress") = true,
+           py::arg("worker_nice") = 10)
+      .def_property_readonly("images", [](const DistractorPool& p) { return p.images(); })
+      .def("refresh", &DistractorPool::prepare_for_augment,
+           py::call_guard<py::gil_scoped_release>(),
+           "Uploads the staged images (async) or decodes per_call images (sync).")
+      .def("stats", [](const DistractorPool& p) { return stats_dict(p.stats()); })
+      .def("close", &DistractorPool::close, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("closed", &DistractorPool::closed)
+      .def_property_readonly("num_files", [](const DistractorPool& p) { return p.refs().size(); })
+      .def_property(
+          "cursor",
+          [](const DistractorPool& p) {
+            const PoolCursor c = p.cursor();
+            py::dict d;
+            d["next_serial"] = c.next_serial;
+            d["next_stamp"] = c.next_stamp;
+            d["calls"] = c.calls;
+            return d;
+          },
+          [](DistractorPool& p, const py::dict& d) {
+            p.set_cursor(PoolCursor{d["next_serial"].cast<uint64_t>(),
+                                    d["next_stamp"].cast<uint64_t>(), d["calls"].cast<uint64_t>()});
+          },
+          "Where the refresh stands (next_serial, next_stamp, calls), to save and restore.")
+      .def(
+          "__enter__", [](DistractorPool& p) -> DistractorPool& { return p; },
+          py::return_value_policy::reference)
+      .def("__exit__",
+           [](DistractorPool& p, const py::args&) {
+             py::gil_scoped_release release;
+             p.close();
+           })
+      .def("__repr__", [](const DistractorPool& p) {
+        const auto& o = p.options();
+        return "obsaug.DistractorPool(size=" + std::to_string(o.size) + ", image_size=(" +
+               std::to_string(o.height) + ", " + std::to_string(o.width) +
+               "), channels=" + std::to_string(o.channels) + ", device=\"" + o.device.str() +
+               "\", mode=\"" + (o.mode == RefreshMode::kSync ? "sync" : "async") +
+               "\", files=" + std::to_string(p.refs().size()) + ")";
+      });
+}
+
+}  // namespace obsaug::python

@@ -1,0 +1,748 @@
+// Loading, validating and printing obsaug::Config (see config.h). The schema
+// is walked by hand, key by key, so every error can name the key's full path
+// ("pool.refresh.mode", "pipeline[1].alpha") and what would be right.
+#include "engine/config.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <tuple>
+
+namespace obsaug {
+
+ConfigError::ConfigError(std::string origin, std::string key, const std::string& message)
+    : std::invalid_argument(origin + ": " + (key.empty() ? "" : key + ": ") + message),
+      origin_(std::move(origin)),
+      key_(std::move(key)) {}
+
+const char* to_string(RefreshMode mode) { return mode == RefreshMode::kSync ? "sync" : "async"; }
+const char* to_string(OutputDtype dtype) {
+  return dtype == OutputDtype::kFloat32 ? "float32" : "uint8";
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+using Keys = std::vector<std::string>;
+
+constexpr int64_t kMaxFrameSide = int64_t{1} << 30;  // as resolve_pipeline
+constexpr int64_t kMaxStack = 65536;                 // s is 16 bits of the Philox counter
+constexpr int64_t kMaxPad = int64_t{1} << 20;        // as check_op in pipeline_spec.cpp
+constexpr int64_t kMaxIndex = 0xffff;
+constexpr int64_t kMaxPool = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxThreads = 1024;
+
+const Keys kTopKeys = {"device", "seed", "frames", "pipeline", "pool", "output"};
+const Keys kFramesKeys = {"stack", "channels", "height", "width"};
+const Keys kPoolKeys = {"size", "image_size", "sources", "refresh"};
+const Keys kRefreshKeys = {"threads", "max_per_second", "mode", "per_call"};
+const Keys kOutputKeys = {"dtype", "scale", "bias"};
+const Keys kOpNames = {"shift", "crop", "overlay"};
+const Keys kShiftKeys = {"op", "pad", "padding", "index"};
+const Keys kCropKeys = {"op", "size", "center", "index"};
+const Keys kOverlayKeys = {"op", "alpha", "alpha_max", "per_frame", "index"};
+
+std::string join(const Keys& keys, const char* sep = ", ") {
+  std::string out;
+  for (size_t i = 0; i < keys.size(); ++i) out += (i ? sep : "") + keys[i];
+  return out;
+}
+
+bool contains(const Keys& keys, const std::string& key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+size_t levenshtein(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The known word closest to `word`, when it is close enough to be a typo.
+std::optional<std::string> nearest(const std::string& word, const Keys& known) {
+  std::optional<std::string> best;
+  size_t best_distance = std::numeric_limits<size_t>::max();
+  for (const std::string& candidate : known) {
+    const size_t d = levenshtein(word, candidate);
+    if (d < best_distance) best_distance = d, best = candidate;
+  }
+  const size_t limit = std::max<size_t>(2, std::max(word.size(), best ? best->size() : 0) / 2);
+  if (best && best_distance <= limit) return best;
+  return std::nullopt;
+}
+
+std::string format_double(double value) {
+  char buffer[64];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buffer, sizeof buffer, "%.*g", precision, value);
+    if (std::strtod(buffer, nullptr) == value) break;
+  }
+  return buffer;
+}
+
+// File-system queries through POSIX rather than std::filesystem's operations:
+// libtorch exports its own copies of those (std::filesystem::remove_all,
+// status, current_path, ...), which interpose on libstdc++'s in any process
+// that links torch, and some of them crash there (remove_all of a non-empty
+// folder jumps to a null pointer). fs::path itself (pure string work) is safe.
+bool path_exists(const fs::path& path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0;
+}
+
+bool is_directory(const fs::path& path) {
+  struct stat info;
+  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+fs::path working_directory() {
+  std::vector<char> buffer(4096);
+  while (::getcwd(buffer.data(), buffer.size()) == nullptr) {
+    if (errno != ERANGE) return fs::path();
+    buffer.resize(buffer.size() * 2);
+  }
+  return fs::path(buffer.data());
+}
+
+fs::path absolute_path(const fs::path& path) {
+  return (path.is_absolute() ? path : working_directory() / path).lexically_normal();
+}
+
+std::string size_text(int64_t h, int64_t w) { return std::to_string(h) + "x" + std::to_string(w); }
+
+// The state of one load: where the text came from and where relative paths go.
+class Loader {
+ public:
+  Loader(std::string origin, bool show_lines, std::vector<fs::path> fallback_dirs)
+      : origin_(std::move(origin)),
+        show_lines_(show_lines),
+        fallback_dirs_(std::move(fallback_dirs)) {}
+
+  Config load(const YAML::Node& root);
+
+ private:
+  [[noreturn]] void fail(const std::string& key, const std::string& message,
+                         const YAML::Node& at = YAML::Node()) const {
+    std::string text = message;
+    if (show_lines_ && at.IsDefined() && at.Mark().line >= 0)
+      text += " (line " + std::to_string(at.Mark().line + 1) + ")";
+    throw ConfigError(origin_, key, text);
+  }
+
+  static std::string got(const YAML::Node& node) {
+    if (!node.IsDefined() || node.IsNull()) return "null";
+    if (node.IsSequence()) return "a list";
+    if (node.IsMap()) return "a mapping";
+    if (node.Tag() == "!") return "the string '" + node.Scalar() + "'";
+    return "'" + node.Scalar() + "'";
+  }
+
+  // A plain (unquoted) scalar: numbers and booleans must not be quoted.
+  static bool plain_scalar(const YAML::Node& node) { return node.IsScalar() && node.Tag() != "!"; }
+
+  // Checks that `node` is a mapping (null counts as an empty one) whose keys
+  // are all known and given once.
+  void check_map(const std::string& path, const YAML::Node& node, const Keys& known,
+                 const std::string& what) const {
+    if (!node.IsDefined() || node.IsNull()) return;
+    if (!node.IsMap())
+      fail(path, "expected a mapping with keys " + join(known) + ", got " + got(node), node);
+    Keys seen;
+    for (const auto& entry : node) {
+      const YAML::Node& key_node = entry.first;
+      if (!key_node.IsScalar())
+        fail(path, "keys must be names (" + join(known) + "), got " + got(key_node), key_node);
+      const std::string key = key_node.Scalar();
+      const std::string key_path = child(path, key);
+      if (!contains(known, key)) {
+        const auto suggestion = nearest(key, known);
+        fail(key_path,
+             "unknown key" + (suggestion ? "; did you mean '" + *suggestion + "'?" : ".") +
+                 " Known keys " + what + ": " + join(known),
+             key_node);
+      }
+      if (contains(seen, key)) fail(key_path, "given twice", key_node);
+      seen.push_back(key);
+    }
+  }
+
+  static std::string child(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+
+  // The value at `key` of a checked mapping, or an undefined node; null
+  // counts as absent ("use the default").
+  static YAML::Node value(const YAML::Node& map, const std::string& key) {
+    if (!map.IsDefined() || !map.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    const YAML::Node found = map[key];
+    if (!found || found.IsNull()) return YAML::Node(YAML::NodeType::Undefined);
+    return found;
+  }
+
+  int64_t get_int(const std::string& path, const YAML::Node& node, int64_t lo, int64_t hi) const {
+    const std::string text = node.IsScalar() ? node.Scalar() : "";
+    char* end = nullptr;
+    errno = 0;
+    const long long parsed = plain_scalar(node) ? std::strtoll(text.c_str(), &end, 10) : 0;
+    if (!plain_scalar(node) || text.empty() || *end != '\0' || errno == ERANGE)
+      fail(path, "expected an integer, got " + got(node), node);
+    if (parsed < lo || parsed > hi) {
+      std::string range = hi == std::numeric_limits<int64_t>::max()
+                              ? ">= " + std::to_string(lo)
+                              : "in " + std::to_string(lo) + ".." + std::to_string(hi);
+      fail(path, "must be " + range + ", got " + text, node);
+    }
+    return parsed;
+  }
+
+  uint64_t get_uint64(const std::string& path, const YAML::Node& node) const {
+    const std::string text = node.IsScalar() ? node.Scalar() : "";
+    const std::string range = "0..18446744073709551615";
+    const bool plain = plain_scalar(node) && !text.empty();
+    const size_t digits_from = plain && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+    if (!plain || text.size() == digits_from ||
+        text.find_first_not_of("0123456789", digits_from) != std::string::npos)
+      fail(path, "expected an integer in " + range + ", got " + got(node), node);
+    errno = 0;
+    const unsigned long long parsed = std::strtoull(text.c_str() + digits_from, nullptr, 10);
+    if (errno == ERANGE || (text[0] == '-' && parsed != 0))
+      fail(path, "must be in " + range + ", got " + text, node);
+    return parsed;
+  }
+
+  double get_double(const std::string& path, const YAML::Node& node) const {
+    const std::string text = node.IsScalar() ? node.Scalar() : "";
+    char* end = nullptr;
+    const double parsed = plain_scalar(node) ? std::strtod(text.c_str(), &end) : 0.0;
+    const bool hex = text.find_first_of("xX") != std::string::npos;
+    if (!plain_scalar(node) || text.empty() || *end != '\0' || hex || !std::isfinite(parsed))
+      fail(path, "expected a finite number, got " + got(node), node);
+    return parsed;
+  }
+
+  bool get_bool(const std::string& path, const YAML::Node& node) const {
+    const std::string text = node.IsScalar() ? node.Scalar() : "";
+    if (plain_scalar(node)) {
+      if (text == "true" || text == "True" || text == "TRUE") return true;
+      if (text == "false" || text == "False" || text == "FALSE") return false;
+    }
+    fail(path, "expected true or false, got " + got(node), node);
+  }
+
+  std::string get_string(const std::string& path, const YAML::Node& node) const {
+    if (!node.IsScalar()) fail(path, "expected a string, got " + got(node), node);
+    return node.Scalar();
+  }
+
+  std::string get_choice(const std::string& path, const YAML::Node& node,
+                         const Keys& choices) const {
+    std::string text = get_string(path, node);
+    if (contains(choices, text)) return text;
+    std::string message = "must be one of " + join(choices) + "; got '" + text + "'";
+    if (auto suggestion = nearest(text, choices))
+      message += " (did you mean '" + *suggestion + "'?)";
+    fail(path, message, node);
+  }
+
+  // N or [height, width].
+  std::pair<int64_t, int64_t> get_size(const std::string& path, const YAML::Node& node,
+                                       int64_t lo) const {
+    if (node.IsSequence()) {
+      if (node.size() != 2)
+        fail(path,
+             "expected an integer or [height, width], got a list of " + std::to_string(node.size()),
+             node);
+      return {get_int(path + "[0]", node[0], lo, kMaxFrameSide),
+              get_int(path + "[1]", node[1], lo, kMaxFrameSide)};
+    }
+    if (!plain_scalar(node))
+      fail(path, "expected an integer or [height, width], got " + got(node), node);
+    const int64_t side = get_int(path, node, lo, kMaxFrameSide);
+    return {side, side};
+  }
+
+  void load_frames(const YAML::Node& node, FramesConfig* frames) const;
+  void load_pipeline(const YAML::Node& node, const FramesConfig& frames, Pipeline* pipeline);
+  OpSpec load_op(const std::string& path, const YAML::Node& node) const;
+  void load_pool(const YAML::Node& node, const Config& config, PoolConfig* pool) const;
+  std::string resolve_source(const std::string& path, const YAML::Node& node) const;
+  void load_output(const YAML::Node& node, OutputConfig* output) const;
+
+  std::string origin_;
+  bool show_lines_;
+  std::vector<fs::path> fallback_dirs_;
+  std::vector<YAML::Node> op_nodes_;  // for errors that point back at an op
+};
+
+Config Loader::load(const YAML::Node& root) {
+  if (!root.IsDefined() || root.IsNull())
+    fail("", "the config is empty; expected a mapping with keys " + join(kTopKeys));
+  check_map("", root, kTopKeys, "at the top level");
+  Config config;
+  config.origin = origin_;
+  if (const YAML::Node device = value(root, "device")) {
+    const std::string text = get_string("device", device);
+    bool ok = text == "cpu" || text == "cuda";
+    if (!ok && text.rfind("cuda:", 0) == 0 && text.size() > 5 && text.size() <= 9)
+      ok = text.find_first_not_of("0123456789", 5) == std::string::npos;
+    if (!ok)
+      fail("device", "must be cpu, cuda or cuda:N (N a GPU index); got '" + text + "'", device);
+    config.device = text;
+  }
+  if (const YAML::Node seed = value(root, "seed")) config.seed = get_uint64("seed", seed);
+  load_frames(root["frames"], &config.frames);
+  load_pipeline(root["pipeline"], config.frames, &config.pipeline);
+  load_pool(root["pool"], config, &config.pool);
+  load_output(root["output"], &config.output);
+  return config;
+}
+
+void Loader::load_frames(const YAML::Node& node, FramesConfig* frames) const {
+  check_map("frames", node, kFramesKeys, "under frames");
+  if (const YAML::Node v = value(node, "stack"))
+    frames->stack = get_int("frames.stack", v, 1, kMaxStack);
+  if (const YAML::Node v = value(node, "channels")) {
+    frames->channels = get_int("frames.channels", v, std::numeric_limits<int64_t>::min(),
+                               std::numeric_limits<int64_t>::max());
+    if (frames->channels != 1 && frames->channels != 3)
+      fail("frames.channels", "must be 1 (grayscale) or 3 (RGB), got " + v.Scalar(), v);
+  }
+  if (const YAML::Node v = value(node, "height"))
+    frames->height = get_int("frames.height", v, 1, kMaxFrameSide);
+  if (const YAML::Node v = value(node, "width"))
+    frames->width = get_int("frames.width", v, 1, kMaxFrameSide);
+}
+
+OpSpec Loader::load_op(const std::string& path, const YAML::Node& node) const {
+  if (!node.IsMap())
+    fail(path, "expected an op mapping such as {op: shift, pad: 4}, got " + got(node), node);
+  const YAML::Node name_node = value(node, "op");
+  if (!name_node) {
+    // Name the keys that were given, so the op is easy to find.
+    Keys given;
+    for (const auto& entry : node) given.push_back(entry.first.Scalar());
+    fail(path,
+         "missing 'op' (one of " + join(kOpNames) + ") in the op with keys " +
+             (given.empty() ? "(none)" : join(given)),
+         node);
+  }
+  const std::string name = get_choice(path + ".op", name_node, kOpNames);
+  const Keys& known = name == "shift" ? kShiftKeys : name == "crop" ? kCropKeys : kOverlayKeys;
+  for (const auto& entry : node) {
+    const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "";
+    if (contains(known, key)) continue;
+    if (contains(kShiftKeys, key) || contains(kCropKeys, key) || contains(kOverlayKeys, key))
+      fail(child(path, key), "does not apply to " + name + "; " + name + " takes " + join(known),
+           entry.first);
+  }
+  check_map(path, node, known, "for " + name);
+
+  OpSpec op;
+  if (const YAML::Node v = value(node, "index"))
+    op.index = get_int(path + ".index", v, 0, kMaxIndex);
+  if (name == "shift") {
+    op.kind = OpKind::kShift;
+    if (const YAML::Node v = value(node, "pad")) op.pad = get_int(path + ".pad", v, 0, kMaxPad);
+    if (const YAML::Node v = value(node, "padding"))
+      op.zeros = get_choice(path + ".padding", v, {"replicate", "zeros"}) == "zeros";
+  } else if (name == "crop") {
+    op.kind = OpKind::kCrop;
+    const YAML::Node size = value(node, "size");
+    if (!size) fail(path, "crop needs 'size' (N or [height, width])", node);
+    std::tie(op.crop_h, op.crop_w) = get_size(path + ".size", size, 1);
+    if (const YAML::Node v = value(node, "center")) op.center = get_bool(path + ".center", v);
+  } else {
+    op.kind = OpKind::kOverlay;
+    if (const YAML::Node v = value(node, "alpha")) {
+      op.alpha = get_double(path + ".alpha", v);
+      if (op.alpha < 0.0 || op.alpha > 1.0)
+        fail(path + ".alpha", "must be in [0, 1], got " + v.Scalar(), v);
+    }
+    if (const YAML::Node v = value(node, "alpha_max")) {
+      op.alpha_max = get_double(path + ".alpha_max", v);
+      if (*op.alpha_max < op.alpha || *op.alpha_max > 1.0)
+        fail(path + ".alpha_max",
+             "must be in [alpha, 1] = [" + format_double(op.alpha) + ", 1], got " + v.Scalar(), v);
+    }
+    if (const YAML::Node v = value(node, "per_frame"))
+      op.per_frame = get_bool(path + ".per_frame", v);
+  }
+  return op;
+}
+
+void Loader::load_pipeline(const YAML::Node& node, const FramesConfig& frames, Pipeline* pipeline) {
+  if (!node.IsDefined() || node.IsNull()) return;
+  if (!node.IsSequence())
+    fail("pipeline", "expected a list of ops such as [{op: shift, pad: 4}], got " + got(node),
+         node);
+  if (node.size() > static_cast<size_t>(kMaxOps))
+    fail("pipeline",
+         "holds at most " + std::to_string(kMaxOps) + " ops, got " + std::to_string(node.size()),
+         node);
+  int64_t h = frames.height;
+  int64_t w = frames.width;
+  for (size_t k = 0; k < node.size(); ++k) {
+    const std::string path = "pipeline[" + std::to_string(k) + "]";
+    OpSpec op = load_op(path, node[k]);
+    if (op.kind == OpKind::kCrop) {
+      if (op.crop_h > h || op.crop_w > w)
+        fail(path + ".size",
+             "crop " + size_text(op.crop_h, op.crop_w) + " does not fit its input: frames are " +
+                 size_text(h, w) + " at this stage; size must be at most " + size_text(h, w),
+             node[k]);
+      h = op.crop_h;
+      w = op.crop_w;
+    }
+    pipeline->push_back(op);
+    op_nodes_.push_back(node[k]);
+  }
+}
+
+std::string Loader::resolve_source(const std::string& path, const YAML::Node& node) const {
+  const std::string text = get_string(path, node);
+  if (text.empty()) fail(path, "is empty; expected a directory, a .txt list or a .tar shard", node);
+  const fs::path source(text);
+  std::vector<fs::path> candidates;
+  if (source.is_absolute()) {
+    candidates.push_back(source);
+  } else {
+    candidates.push_back(working_directory() / source);
+    for (const fs::path& dir : fallback_dirs_) candidates.push_back(dir / source);
+  }
+  for (const fs::path& candidate : candidates)
+    if (path_exists(candidate)) return absolute_path(candidate).string();
+  Keys looked;
+  for (const fs::path& candidate : candidates)
+    if (!contains(looked, absolute_path(candidate).string()))
+      looked.push_back(absolute_path(candidate).string());
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::string hint;
+  if (lower.find("places365") != std::string::npos) {
+    hint =
+        "Places365 is not shipped with obsaug: download "
+        "http://data.csail.mit.edu/places/places365/places365standard_easyformat.tar and "
+        "unpack it into data/ (tar -xf places365standard_easyformat.tar -C data), which "
+        "creates data/places365_standard/{train,val}/<class>/*.jpg, or point this source at "
+        "your copy. Without it, configs/default.yaml uses the embedded photos "
+        "(`bash scripts/fetch_photos.sh`).";
+  } else if (source.filename() == "photos") {
+    hint = "The embedded photos are fetched by `bash scripts/fetch_photos.sh` (into data/photos).";
+  } else {
+    hint =
+        "A source is a folder of .jpg/.jpeg/.png images, a .txt list of image paths or a "
+        ".tar shard; the embedded photos are fetched by `bash scripts/fetch_photos.sh` "
+        "(into data/photos).";
+  }
+  fail(path, "'" + text + "' does not exist (looked for " + join(looked) + "). " + hint, node);
+}
+
+void Loader::load_pool(const YAML::Node& node, const Config& config, PoolConfig* pool) const {
+  check_map("pool", node, kPoolKeys, "under pool");
+  if (const YAML::Node v = value(node, "size")) pool->size = get_int("pool.size", v, 1, kMaxPool);
+  const YAML::Node image_size = value(node, "image_size");
+  if (image_size)
+    std::tie(pool->image_height, pool->image_width) = get_size("pool.image_size", image_size, 1);
+
+  const YAML::Node refresh = value(node, "refresh");
+  check_map("pool.refresh", refresh, kRefreshKeys, "under pool.refresh");
+  RefreshConfig& r = pool->refresh;
+  if (const YAML::Node v = value(refresh, "threads"))
+    r.threads = get_int("pool.refresh.threads", v, 0, kMaxThreads);
+  if (const YAML::Node v = value(refresh, "max_per_second")) {
+    r.max_per_second = get_double("pool.refresh.max_per_second", v);
+    if (r.max_per_second < 0)
+      fail("pool.refresh.max_per_second", "must be >= 0 (0: no cap), got " + v.Scalar(), v);
+  }
+  if (const YAML::Node v = value(refresh, "mode"))
+    r.mode = get_choice("pool.refresh.mode", v, {"async", "sync"}) == "sync" ? RefreshMode::kSync
+                                                                             : RefreshMode::kAsync;
+  const YAML::Node per_call = value(refresh, "per_call");
+  if (per_call) r.per_call = get_int("pool.refresh.per_call", per_call, 0, kMaxPool);
+  if (r.mode == RefreshMode::kSync && r.per_call < 1)
+    fail("pool.refresh.per_call",
+         "must be >= 1 in sync mode (images replaced per augment call), got " +
+             std::to_string(r.per_call),
+         per_call);
+  if (r.mode == RefreshMode::kSync && r.per_call > pool->size)
+    fail("pool.refresh.per_call",
+         "must be at most pool.size (" + std::to_string(pool->size) + ") in sync mode, got " +
+             std::to_string(r.per_call),
+         per_call);
+
+  const YAML::Node sources = value(node, "sources");
+  if (sources) {
+    if (!sources.IsSequence())
+      fail("pool.sources", "expected a list of paths such as [data/photos], got " + got(sources),
+           sources);
+    for (size_t i = 0; i < sources.size(); ++i)
+      pool->sources.push_back(
+          resolve_source("pool.sources[" + std::to_string(i) + "]", sources[i]));
+  }
+
+  // The frame size each overlay sees: one pool serves them all.
+  int64_t h = config.frames.height;
+  int64_t w = config.frames.width;
+  std::optional<size_t> first_overlay;
+  for (size_t k = 0; k < config.pipeline.size(); ++k) {
+    const OpSpec& op = config.pipeline[k];
+    const std::string path = "pipeline[" + std::to_string(k) + "]";
+    if (op.kind == OpKind::kCrop) {
+      h = op.crop_h;
+      w = op.crop_w;
+    } else if (op.kind == OpKind::kOverlay) {
+      if (!first_overlay) {
+        first_overlay = k;
+        if (pool->sources.empty())
+          fail("pool.sources",
+               "the pipeline has an overlay (" + path +
+                   ") but no pool sources; give folders of "
+                   "photos, e.g. pool: {sources: [data/photos]} (fetched by "
+                   "`bash scripts/fetch_photos.sh`)",
+               node);
+        if (image_size && (pool->image_height != h || pool->image_width != w))
+          fail("pool.image_size",
+               size_text(pool->image_height, pool->image_width) + " does not match the " +
+                   size_text(h, w) + " frames the overlay " + path + " sees; use [" +
+                   std::to_string(h) + ", " + std::to_string(w) +
+                   "] or leave image_size out (obsaug never resizes silently)",
+               image_size);
+        pool->image_height = h;
+        pool->image_width = w;
+      } else if (pool->image_height != h || pool->image_width != w) {
+        fail(path,
+             "this overlay sees " + size_text(h, w) + " frames but pipeline[" +
+                 std::to_string(*first_overlay) + "] sees " +
+                 size_text(pool->image_height, pool->image_width) +
+                 "; one pool has one image size, so every overlay must see the same size",
+             op_nodes_[k]);
+      }
+    }
+  }
+}
+
+void Loader::load_output(const YAML::Node& node, OutputConfig* output) const {
+  check_map("output", node, kOutputKeys, "under output");
+  if (const YAML::Node v = value(node, "dtype"))
+    output->dtype = get_choice("output.dtype", v, {"uint8", "float32"}) == "float32"
+                        ? OutputDtype::kFloat32
+                        : OutputDtype::kUint8;
+  const YAML::Node scale = value(node, "scale");
+  const YAML::Node bias = value(node, "bias");
+  if (scale) output->scale = get_double("output.scale", scale);
+  if (bias) output->bias = get_double("output.bias", bias);
+  if (output->dtype == OutputDtype::kUint8) {
+    if (output->scale != 1.0)
+      fail("output.scale",
+           "applies only to float32 output (out = v * scale + bias); set "
+           "output.dtype: float32 or drop scale (uint8 output needs scale 1)",
+           scale);
+    if (output->bias != 0.0)
+      fail("output.bias",
+           "applies only to float32 output (out = v * scale + bias); set "
+           "output.dtype: float32 or drop bias (uint8 output needs bias 0)",
+           bias);
+  }
+}
+
+Config load_text(const std::string& text, const std::string& origin,
+                 std::vector<fs::path> fallback_dirs) {
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(origin, "",
+                      "invalid YAML at line " + std::to_string(e.mark.line + 1) + ", column " +
+                          std::to_string(e.mark.column + 1) + ": " + e.msg);
+  }
+  if (documents.size() > 1)
+    throw ConfigError(
+        origin, "",
+        "holds " + std::to_string(documents.size()) + " YAML documents; a config is one document");
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  const bool multi_line =
+      first != std::string::npos && text.find('\n', first) != std::string::npos &&
+      text.find_first_not_of(" \t\r\n", text.find('\n', first)) != std::string::npos;
+  Loader loader(origin, multi_line, std::move(fallback_dirs));
+  try {
+    return loader.load(documents.empty() ? YAML::Node() : documents[0]);
+  } catch (const YAML::Exception& e) {  // should not happen: every access is checked
+    throw ConfigError(origin, "", std::string("YAML error: ") + e.what());
+  }
+}
+
+bool same_op(const OpSpec& a, const OpSpec& b) {
+  return a.kind == b.kind && a.index == b.index && a.pad == b.pad && a.zeros == b.zeros &&
+         a.crop_h == b.crop_h && a.crop_w == b.crop_w && a.center == b.center &&
+         a.alpha == b.alpha && a.alpha_max == b.alpha_max && a.per_frame == b.per_frame;
+}
+
+// A string as a YAML scalar: plain when that is unambiguous, else double-quoted.
+std::string yaml_string(const std::string& text) {
+  const bool plain = !text.empty() && text[0] != '-' &&
+                     text.find_first_not_of(
+                         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./+-") ==
+                         std::string::npos;
+  if (plain) return text;
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", static_cast<unsigned char>(c));
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+bool operator==(const Config& a, const Config& b) {
+  const auto same_pipeline = [](const Pipeline& x, const Pipeline& y) {
+    return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin(), same_op);
+  };
+  const FramesConfig& fa = a.frames;
+  const FramesConfig& fb = b.frames;
+  const PoolConfig& pa = a.pool;
+  const PoolConfig& pb = b.pool;
+  return a.device == b.device && a.seed == b.seed && fa.stack == fb.stack &&
+         fa.channels == fb.channels && fa.height == fb.height && fa.width == fb.width &&
+         same_pipeline(a.pipeline, b.pipeline) && pa.size == pb.size &&
+         pa.image_height == pb.image_height && pa.image_width == pb.image_width &&
+         pa.sources == pb.sources && pa.refresh.threads == pb.refresh.threads &&
+         pa.refresh.max_per_second == pb.refresh.max_per_second &&
+         pa.refresh.mode == pb.refresh.mode && pa.refresh.per_call == pb.refresh.per_call &&
+         a.output.dtype == b.output.dtype && a.output.scale == b.output.scale &&
+         a.output.bias == b.output.bias;
+}
+
+Config load_config_file(const std::string& path) {
+  if (is_directory(path))
+    throw ConfigError(path, "",
+                      "is a directory; expected a YAML config file such as "
+                      "configs/default.yaml");
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw ConfigError(path, "",
+                      std::string("cannot open the config file (") + std::strerror(errno) + ")");
+  std::ostringstream text;
+  text << in.rdbuf();
+  // The repository root, inferred as the parent of the config's folder.
+  const fs::path folder = absolute_path(path).parent_path();
+  return load_text(text.str(), path, {folder.parent_path()});
+}
+
+Config load_config_string(const std::string& text, const std::string& origin,
+                          const std::string& base_dir) {
+  std::vector<fs::path> fallback;
+  if (!base_dir.empty()) fallback.emplace_back(base_dir);
+  return load_text(text, origin, std::move(fallback));
+}
+
+std::string describe(const Config& config) {
+  std::ostringstream out;
+  const FramesConfig& f = config.frames;
+  out << "device: " << config.device << "\n";  // validated: cpu, cuda or cuda:N
+  out << "seed: " << config.seed << "\n";
+  out << "frames: {stack: " << f.stack << ", channels: " << f.channels << ", height: " << f.height
+      << ", width: " << f.width << "}\n";
+  if (config.pipeline.empty())
+    out << "pipeline: []\n";
+  else
+    out << "pipeline:\n";
+  for (const OpSpec& op : config.pipeline) {
+    out << "  - {";
+    switch (op.kind) {
+      case OpKind::kShift:
+        out << "op: shift, pad: " << op.pad << ", padding: " << (op.zeros ? "zeros" : "replicate");
+        break;
+      case OpKind::kCrop:
+        out << "op: crop, size: ";
+        if (op.crop_h == op.crop_w)
+          out << op.crop_h;
+        else
+          out << "[" << op.crop_h << ", " << op.crop_w << "]";
+        out << ", center: " << (op.center ? "true" : "false");
+        break;
+      case OpKind::kOverlay:
+        out << "op: overlay, alpha: " << format_double(op.alpha);
+        if (op.alpha_max) out << ", alpha_max: " << format_double(*op.alpha_max);
+        out << ", per_frame: " << (op.per_frame ? "true" : "false");
+        break;
+    }
+    if (op.index) out << ", index: " << *op.index;
+    out << "}\n";
+  }
+  const PoolConfig& p = config.pool;
+  out << "pool:\n";
+  out << "  size: " << p.size << "\n";
+  if (p.image_height > 0 || p.image_width > 0)
+    out << "  image_size: [" << p.image_height << ", " << p.image_width << "]\n";
+  if (p.sources.empty())
+    out << "  sources: []\n";
+  else
+    out << "  sources:\n";
+  for (const std::string& source : p.sources) out << "    - " << yaml_string(source) << "\n";
+  out << "  refresh: {threads: " << p.refresh.threads
+      << ", max_per_second: " << format_double(p.refresh.max_per_second)
+      << ", mode: " << to_string(p.refresh.mode) << ", per_call: " << p.refresh.per_call << "}\n";
+  out << "output: {dtype: " << to_string(config.output.dtype)
+      << ", scale: " << format_double(config.output.scale)
+      << ", bias: " << format_double(config.output.bias) << "}\n";
+  return out.str();
+}
+
+std::pair<int64_t, int64_t> frame_size_after(const Config& config, size_t n_ops) {
+  int64_t h = config.frames.height;
+  int64_t w = config.frames.width;
+  for (size_t k = 0; k < std::min(n_ops, config.pipeline.size()); ++k) {
+    if (config.pipeline[k].kind == OpKind::kCrop) {
+      h = config.pipeline[k].crop_h;
+      w = config.pipeline[k].crop_w;
+    }
+  }
+  return {h, w};
+}
+
+FrameGeometry frame_geometry(const Config& config) {
+  FrameGeometry g;
+  g.height = config.frames.height;
+  g.width = config.frames.width;
+  g.frame_channels = config.frames.channels;
+  if (has_overlay(config.pipeline)) {
+    g.pool_size = config.pool.size;
+    g.pool_h = config.pool.image_height;
+    g.pool_w = config.pool.image_width;
+  }
+  return g;
+}
+
+}  // namespace obsaug

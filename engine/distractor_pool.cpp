@@ -1,0 +1,670 @@
+// DistractorPool: fill, background refresh, uploads. The thread contract is
+// documented in distractor_pool.h; the cross-thread state is
+//   - per worker: two SPSC queues of staging slot indices (ready, free), and
+//     staged_[k] (written by the owning worker before it pushes k to ready,
+//     read by the consumer after it pops k: ordered by the queue);
+//   - atomics (stop_, counters, next_serial_) and, under mu_, the condition
+//     variable the workers sleep on (free slot, rate token, stop);
+//   - failures_ under failures_mu_, worker_error_ under error_mu_.
+#include "engine/distractor_pool.h"
+
+#include <ATen/Context.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/lockfree/spsc_queue.hpp>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#ifdef OBSAUG_WITH_CUDA
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace obsaug {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
+
+struct StagedImage {
+  uint64_t serial = 0;
+  uint32_t ref_index = 0;
+  uint64_t checksum = 0;
+};
+
+// The file of serial s among n: epoch s / n, position s % n of that epoch's
+// seeded permutation.
+uint32_t file_for_serial(uint64_t serial, uint64_t n, uint64_t seed) {
+  return static_cast<uint32_t>(permuted_index(serial % n, n, seed, serial / n));
+}
+
+// Lowers the calling thread's scheduling priority by `delta` nice levels
+// (Linux: nice is per thread). Best effort; raising niceness needs no privilege.
+void lower_thread_priority(int delta) {
+#ifdef __linux__
+  if (delta <= 0) return;
+  const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+  errno = 0;
+  const int current = ::getpriority(PRIO_PROCESS, tid);
+  if (errno == 0) (void)::setpriority(PRIO_PROCESS, tid, std::min(19, current + delta));
+#endif
+}
+
+std::string join_paths(const std::vector<std::string>& paths) {
+  std::string out;
+  for (const auto& p : paths) out += (out.empty() ? "" : ", ") + p;
+  return out;
+}
+
+}  // namespace
+
+RefreshMode parse_refresh_mode(const std::string& name) {
+  if (name == "async") return RefreshMode::kAsync;
+  if (name == "sync") return RefreshMode::kSync;
+  throw std::invalid_argument("DistractorPool mode must be \"async\" or \"sync\", got \"" + name +
+                              "\"");
+}
+
+uint64_t image_checksum(const uint8_t* data, size_t size) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ size;
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, data + i, 8);
+    h = (h ^ word) * 0xff51afd7ed558ccdull;
+    h ^= h >> 29;
+  }
+  for (; i < size; ++i) h = (h ^ data[i]) * 0x100000001b3ull;
+  return mix64(h);
+}
+
+uint64_t permuted_index(uint64_t i, uint64_t n, uint64_t seed, uint64_t epoch) {
+  if (n <= 1) return 0;
+  int bits = 0;
+  while ((uint64_t{1} << bits) < n) ++bits;
+  const int half = (bits + 1) / 2;  // a balanced Feistel network on 2 * half bits
+  const uint64_t mask = (uint64_t{1} << half) - 1;
+  const uint64_t key = mix64(seed ^ mix64(epoch + 0x5eed));
+  uint64_t x = i;
+  do {  // cycle walking: the domain is < 4n, so a few rounds on average
+    uint64_t left = x >> half, right = x & mask;
+    for (uint64_t round = 0; round < 4; ++round) {
+      const uint64_t f = mix64(right ^ key ^ (round << 56)) & mask;
+      const uint64_t next_right = left ^ f;
+      left = right;
+      right = next_right;
+    }
+    x = (left << half) | right;
+  } while (x >= n);
+  return x;
+}
+
+struct DistractorPool::Impl {
+  struct Worker {
+    explicit Worker(size_t slots) : ready(slots), free(slots) {}
+    std::thread thread;
+    boost::lockfree::spsc_queue<uint32_t> ready;  // worker -> consumer
+    boost::lockfree::spsc_queue<uint32_t> free;   // consumer -> worker
+  };
+
+  explicit Impl(DistractorPoolOptions opts);
+  ~Impl();
+
+  void validate() const;
+  void fill();
+  void start_workers();
+  void worker_main(size_t w);
+  bool decode_one(ImageDecoder& decoder, uint64_t serial, uint8_t* out, StagedImage* staged);
+  void record_failure(const ImageRef& ref, const char* message);
+  bool wait_for_free_slot(Worker& me, uint32_t* slot);
+  bool wait_for_rate_token();
+
+  void prepare_async();
+  void prepare_sync();
+  void upload(uint32_t k);
+  void release_staging(uint32_t k);
+  void reclaim_finished_copies(bool wait_for_one);
+  void wake_workers();
+  void rethrow_worker_error();
+  void close();
+
+  uint8_t* staging_ptr(uint32_t k) { return staging_base_ + static_cast<size_t>(k) * image_bytes_; }
+
+  DistractorPoolOptions opts_;
+  std::vector<ImageRef> refs_;
+  AugmentSpec spec_;
+  size_t image_bytes_ = 0;
+  bool cuda_ = false;
+  Clock::time_point started_ = Clock::now();
+
+  at::Tensor images_;  // [P, C, Hp, Wp] on the device
+  uint8_t* images_base_ = nullptr;
+  at::Tensor staging_;  // [K, C, Hp, Wp] on the host (pinned for CUDA)
+  uint8_t* staging_base_ = nullptr;
+  std::vector<StagedImage> staged_;  // per staging slot
+
+  // Consumer-only state.
+  std::vector<SlotInfo> slots_;
+  uint64_t next_stamp_ = 0;
+  std::vector<uint32_t> in_flight_;  // staging slots with a copy in flight (CUDA)
+  std::vector<uint32_t> sync_free_;  // sync mode: staging slots that may be written
+  std::unique_ptr<ImageDecoder> sync_decoder_;
+  bool released_since_wake_ = false;
+  bool closed_ = false;
+#ifdef OBSAUG_WITH_CUDA
+  std::vector<cudaEvent_t> copy_done_;  // per staging slot
+#endif
+
+  // Shared with the workers.
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;  // guards the sleeps of the workers and next_token_
+  std::condition_variable cv_;
+  Clock::time_point next_token_ = Clock::now();
+  std::atomic<uint64_t> next_serial_{0};
+  std::atomic<uint64_t> decoded_{0}, failed_{0}, uploaded_{0}, queued_{0}, calls_{0};
+  std::atomic<uint64_t> written_call_sum_{0};  // sum over slots of SlotInfo::written_call
+  mutable std::mutex failures_mu_;
+  std::vector<DecodeFailure> failures_;
+  std::mutex error_mu_;
+  std::exception_ptr worker_error_;
+  std::atomic<bool> has_worker_error_{false};
+};
+
+DistractorPool::Impl::Impl(DistractorPoolOptions opts) : opts_(std::move(opts)) {
+  validate();
+#ifdef OBSAUG_WITH_CUDA
+  if (opts_.device.is_cuda() && !opts_.device.has_index()) {  // "cuda": the current device
+    opts_.device = c10::Device(c10::kCUDA, c10::cuda::current_device());
+  }
+#endif
+  ListingReport report;
+  refs_ = shard_refs(list_sources(opts_.sources, &report), opts_.rank, opts_.world_size);
+  if (refs_.size() > UINT32_MAX) {
+    throw std::invalid_argument("DistractorPool: at most 2^32 - 1 images per rank, got " +
+                                std::to_string(refs_.size()));
+  }
+  spec_.out_height = opts_.height;
+  spec_.out_width = opts_.width;
+  spec_.channels = opts_.channels;
+  image_bytes_ = static_cast<size_t>(opts_.channels) * opts_.height * opts_.width;
+  cuda_ = opts_.device.is_cuda();
+  slots_.resize(static_cast<size_t>(opts_.size));
+
+  fill();
+
+  const int64_t staging_slots = opts_.mode == RefreshMode::kAsync
+                                    ? int64_t{opts_.threads} * kStagingPerWorker
+                                    : (cuda_ ? std::max<int64_t>(1, opts_.per_call) : 1);
+  staging_ = at::empty({staging_slots, opts_.channels, opts_.height, opts_.width},
+                       at::TensorOptions().dtype(at::kByte).pinned_memory(cuda_));
+  staging_base_ = staging_.data_ptr<uint8_t>();
+  staged_.resize(static_cast<size_t>(staging_slots));
+#ifdef OBSAUG_WITH_CUDA
+  if (cuda_) {
+    c10::cuda::CUDAGuard guard(opts_.device);
+    copy_done_.resize(static_cast<size_t>(staging_slots));
+    for (auto& event : copy_done_) {
+      C10_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    }
+  }
+#endif
+  if (opts_.mode == RefreshMode::kSync) {
+    sync_decoder_ = std::make_unique<ImageDecoder>(opts_.limits);
+    for (int64_t k = staging_slots - 1; k >= 0; --k) sync_free_.push_back(static_cast<uint32_t>(k));
+  } else {
+    start_workers();
+  }
+}
+
+DistractorPool::Impl::~Impl() {
+  try {
+    close();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "obsaug: DistractorPool: error while closing: %s\n", e.what());
+  }
+}
+
+void DistractorPool::Impl::validate() const {
+  std::ostringstream bad;
+  if (opts_.sources.empty()) bad << "sources must name at least one path; ";
+  if (opts_.size < 1) bad << "size must be >= 1, got " << opts_.size << "; ";
+  if (opts_.height < 1 || opts_.width < 1) {
+    bad << "image_size must be positive, got " << opts_.height << " x " << opts_.width << "; ";
+  }
+  if (opts_.channels != 1 && opts_.channels != 3) {
+    bad << "channels must be 1 or 3, got " << opts_.channels << "; ";
+  }
+  if (opts_.threads < 1) bad << "threads must be >= 1, got " << opts_.threads << "; ";
+  if (opts_.worker_nice < 0) bad << "worker_nice must be >= 0, got " << opts_.worker_nice << "; ";
+  if (!(opts_.max_per_second >= 0)) {
+    bad << "max_per_second must be >= 0 (0 = no cap), got " << opts_.max_per_second << "; ";
+  }
+  if (opts_.mode == RefreshMode::kSync && opts_.per_call < 1) {
+    bad << "per_call must be >= 1 in sync mode, got " << opts_.per_call << "; ";
+  }
+  if (!opts_.device.is_cpu() && !opts_.device.is_cuda()) {
+    bad << "device must be cpu or cuda, got " << opts_.device.str() << "; ";
+  }
+#ifndef OBSAUG_WITH_CUDA
+  if (opts_.device.is_cuda()) {
+    bad << "device " << opts_.device.str() << " needs obsaug built with CUDA; ";
+  }
+#else
+  if (opts_.device.is_cuda() && !at::hasCUDA()) {
+    bad << "device " << opts_.device.str() << " requested but no CUDA device is available; ";
+  }
+#endif
+  const std::string msg = bad.str();
+  if (!msg.empty()) {
+    throw std::invalid_argument("DistractorPool: " + msg.substr(0, msg.size() - 2));
+  }
+}
+
+void DistractorPool::Impl::record_failure(const ImageRef& ref, const char* message) {
+  failed_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(failures_mu_);
+  if (failures_.size() < kMaxReportedFailures) failures_.push_back({ref.display_name(), message});
+}
+
+bool DistractorPool::Impl::decode_one(ImageDecoder& decoder, uint64_t serial, uint8_t* out,
+                                      StagedImage* staged) {
+  const uint32_t ref_index = file_for_serial(serial, refs_.size(), opts_.seed);
+  const ImageRef& ref = refs_[ref_index];
+  try {
+    if (opts_.before_decode) opts_.before_decode(ref, serial);
+    const std::vector<uint8_t> bytes = read_image_bytes(ref, opts_.limits.max_bytes);
+    decoder.decode_augmented(bytes.data(), bytes.size(), ref.display_name(), spec_, opts_.seed,
+                             serial, out);
+  } catch (const DecodeError& e) {
+    record_failure(ref, e.what());
+    return false;
+  } catch (const SourceError& e) {  // unreadable, gone, shrunk
+    record_failure(ref, e.what());
+    return false;
+  }
+  *staged = StagedImage{serial, ref_index, image_checksum(out, image_bytes_)};
+  decoded_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+// Deterministic whatever the thread timing: pass 1 gives slot k serial k;
+// each further pass gives the still-empty slots, in slot order, the next
+// serials. Throws once a whole epoch's worth of attempts decoded nothing.
+void DistractorPool::Impl::fill() {
+  const int64_t P = opts_.size;
+  at::Tensor host = at::empty({P, opts_.channels, opts_.height, opts_.width},
+                              at::TensorOptions().dtype(at::kByte).pinned_memory(cuda_));
+  uint8_t* host_base = host.data_ptr<uint8_t>();
+  const bool progress = opts_.show_progress && ::isatty(STDERR_FILENO);
+
+  std::vector<int64_t> empty_slots(static_cast<size_t>(P));
+  for (int64_t k = 0; k < P; ++k) empty_slots[static_cast<size_t>(k)] = k;
+  uint64_t serial_base = 0;
+  uint64_t attempts_without_success = 0;
+  std::atomic<int64_t> filled{0};
+  while (!empty_slots.empty()) {
+    const size_t m = empty_slots.size();
+    std::vector<char> ok(m, 0);
+    std::vector<StagedImage> staged(m);
+    std::atomic<size_t> next{0};
+    std::atomic<int> running{0};
+    std::exception_ptr error;  // the first unexpected exception of a fill thread
+    std::mutex error_mu;
+    std::atomic<bool> abort{false};
+    auto job = [&] {
+      try {
+        ImageDecoder decoder(opts_.limits);
+        for (size_t i = next++; i < m && !abort.load(); i = next++) {
+          uint8_t* out = host_base + static_cast<size_t>(empty_slots[i]) * image_bytes_;
+          if (decode_one(decoder, serial_base + i, out, &staged[i])) {
+            ok[i] = 1;
+            ++filled;
+          }
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+        abort = true;
+      }
+      --running;
+    };
+    const int n_threads = static_cast<int>(std::min<size_t>(static_cast<size_t>(opts_.threads), m));
+    std::vector<std::thread> threads;
+    running = n_threads;
+    for (int t = 0; t < n_threads; ++t) threads.emplace_back(job);
+    while (progress && running.load() > 0) {
+      std::fprintf(stderr, "\robsaug: filling the distractor pool: %lld / %lld images",
+                   static_cast<long long>(filled.load()), static_cast<long long>(P));
+      std::fflush(stderr);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (auto& t : threads) t.join();
+    if (error) std::rethrow_exception(error);
+
+    std::vector<int64_t> still_empty;
+    size_t successes = 0;
+    for (size_t i = 0; i < m; ++i) {
+      const auto slot = static_cast<size_t>(empty_slots[i]);
+      if (!ok[i]) {
+        still_empty.push_back(empty_slots[i]);
+        continue;
+      }
+      ++successes;
+      slots_[slot] = SlotInfo{staged[i].serial, staged[i].ref_index, staged[i].checksum,
+                              static_cast<uint64_t>(slot), 0};
+    }
+    serial_base += m;
+    attempts_without_success = successes ? 0 : attempts_without_success + m;
+    if (attempts_without_success >= refs_.size()) {
+      std::ostringstream msg;
+      msg << "DistractorPool: no usable image in " << join_paths(opts_.sources) << ": all "
+          << refs_.size() << " listed files failed to decode";
+      std::lock_guard<std::mutex> lock(failures_mu_);
+      for (const auto& f : failures_) msg << "; " << f.message;
+      throw SourceError(msg.str());
+    }
+    empty_slots.swap(still_empty);
+  }
+  if (progress) {
+    std::fprintf(stderr, "\robsaug: filled the distractor pool: %lld / %lld images\n",
+                 static_cast<long long>(P), static_cast<long long>(P));
+  }
+  next_serial_ = serial_base;
+  next_stamp_ = static_cast<uint64_t>(P);
+  images_ = cuda_ ? host.to(opts_.device) : host;  // blocking copy: the fill is complete
+  images_base_ = images_.data_ptr<uint8_t>();
+}
+
+void DistractorPool::Impl::start_workers() {
+  for (int w = 0; w < opts_.threads; ++w) {
+    auto worker = std::make_unique<Worker>(kStagingPerWorker);
+    for (int j = 0; j < kStagingPerWorker; ++j) {
+      worker->free.push(static_cast<uint32_t>(w * kStagingPerWorker + j));
+    }
+    workers_.push_back(std::move(worker));
+  }
+  for (size_t w = 0; w < workers_.size(); ++w) {
+    workers_[w]->thread = std::thread([this, w] { worker_main(w); });
+  }
+}
+
+bool DistractorPool::Impl::wait_for_free_slot(Worker& me, uint32_t* slot) {
+  while (!stop_.load()) {
+    if (me.free.pop(*slot)) return true;
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return stop_.load() || me.free.read_available() > 0; });
+  }
+  return false;
+}
+
+// A token bucket of depth one shared by all workers: each decode reserves the
+// next 1 / max_per_second interval and sleeps until it begins.
+bool DistractorPool::Impl::wait_for_rate_token() {
+  if (opts_.max_per_second <= 0) return !stop_.load();
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto interval = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(1.0 / opts_.max_per_second));
+  const auto start = std::max(Clock::now(), next_token_);
+  next_token_ = start + interval;
+  cv_.wait_until(lock, start, [&] { return stop_.load(); });
+  return !stop_.load();
+}
+
+void DistractorPool::Impl::worker_main(size_t w) {
+  Worker& me = *workers_[w];
+  lower_thread_priority(opts_.worker_nice);
+  try {
+    ImageDecoder decoder(opts_.limits);
+    uint32_t k = 0;
+    bool holding = false;  // a free staging slot kept across failed decodes
+    while (!stop_.load()) {
+      if (!holding && !(holding = wait_for_free_slot(me, &k))) break;
+      if (!wait_for_rate_token()) break;
+      const uint64_t serial = next_serial_.fetch_add(1);
+      if (decode_one(decoder, serial, staging_ptr(k), &staged_[k])) {
+        queued_.fetch_add(1);  // before the push, so queue_depth never underflows
+        if (!me.ready.push(k)) throw std::logic_error("DistractorPool: ready queue overflow");
+        holding = false;
+      }
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    if (!worker_error_) worker_error_ = std::current_exception();
+    has_worker_error_ = true;
+  }
+}
+
+void DistractorPool::Impl::rethrow_worker_error() {
+  if (!has_worker_error_.load()) return;
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    error.swap(worker_error_);
+    has_worker_error_ = false;
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+void DistractorPool::Impl::wake_workers() {
+  { std::lock_guard<std::mutex> lock(mu_); }  // a worker between its check and its wait
+  cv_.notify_all();
+}
+
+void DistractorPool::Impl::release_staging(uint32_t k) {
+  if (opts_.mode == RefreshMode::kSync) {
+    sync_free_.push_back(k);
+    return;
+  }
+  if (!workers_[k / kStagingPerWorker]->free.push(k)) {
+    throw std::logic_error("DistractorPool: free queue overflow");
+  }
+  released_since_wake_ = true;
+}
+
+// CUDA: gives back the staging slots whose copy has completed; with
+// `wait_for_one`, first blocks on the oldest copy (sync mode, no free slot).
+void DistractorPool::Impl::reclaim_finished_copies(bool wait_for_one) {
+#ifdef OBSAUG_WITH_CUDA
+  if (in_flight_.empty()) return;
+  if (wait_for_one) C10_CUDA_CHECK(cudaEventSynchronize(copy_done_[in_flight_.front()]));
+  size_t kept = 0;
+  for (const uint32_t k : in_flight_) {
+    const cudaError_t status = cudaEventQuery(copy_done_[k]);
+    if (status == cudaSuccess) {
+      release_staging(k);
+    } else if (status == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // not an error: clear it
+      in_flight_[kept++] = k;
+    } else {
+      C10_CUDA_CHECK(status);
+    }
+  }
+  in_flight_.resize(kept);
+#endif
+}
+
+// Consumer thread: staging slot k -> the oldest pool slot.
+void DistractorPool::Impl::upload(uint32_t k) {
+  const uint64_t stamp = next_stamp_++;
+  const size_t slot = static_cast<size_t>(stamp % static_cast<uint64_t>(opts_.size));
+  uint8_t* dst = images_base_ + slot * image_bytes_;
+  const uint8_t* src = staging_ptr(k);
+  if (cuda_) {
+#ifdef OBSAUG_WITH_CUDA
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(opts_.device.index()).stream();
+    C10_CUDA_CHECK(cudaMemcpyAsync(dst, src, image_bytes_, cudaMemcpyHostToDevice, stream));
+    C10_CUDA_CHECK(cudaEventRecord(copy_done_[k], stream));
+    in_flight_.push_back(k);
+#endif
+  } else {
+    std::memcpy(dst, src, image_bytes_);
+  }
+  const uint64_t call = calls_.load();
+  SlotInfo& info = slots_[slot];
+  written_call_sum_ += call - info.written_call;
+  info = SlotInfo{staged_[k].serial, staged_[k].ref_index, staged_[k].checksum, stamp, call};
+  uploaded_.fetch_add(1);
+  if (!cuda_) release_staging(k);
+}
+
+void DistractorPool::Impl::prepare_async() {
+  reclaim_finished_copies(false);
+  // At most P uploads per call: more would overwrite this call's own images.
+  uint64_t budget = static_cast<uint64_t>(opts_.size);
+  bool progress = true;
+  while (budget > 0 && progress) {  // round robin over the workers' queues
+    progress = false;
+    for (auto& worker : workers_) {
+      uint32_t k;
+      if (budget == 0 || !worker->ready.pop(k)) continue;
+      queued_.fetch_sub(1);
+      upload(k);
+      --budget;
+      progress = true;
+    }
+  }
+  if (released_since_wake_) {
+    released_since_wake_ = false;
+    wake_workers();
+  }
+}
+
+void DistractorPool::Impl::prepare_sync() {
+  reclaim_finished_copies(false);
+  // Up to per_call successes; a whole epoch of failures gives up for this call.
+  const uint64_t max_attempts = static_cast<uint64_t>(opts_.per_call) + refs_.size();
+  int64_t done = 0;
+  for (uint64_t attempt = 0; done < opts_.per_call && attempt < max_attempts; ++attempt) {
+    if (sync_free_.empty()) reclaim_finished_copies(true);
+    const uint32_t k = sync_free_.back();
+    sync_free_.pop_back();
+    const uint64_t serial = next_serial_.fetch_add(1);
+    if (decode_one(*sync_decoder_, serial, staging_ptr(k), &staged_[k])) {
+      upload(k);
+      ++done;
+    } else {
+      sync_free_.push_back(k);
+    }
+  }
+}
+
+void DistractorPool::Impl::close() {
+  if (closed_) return;
+  closed_ = true;
+  stop_ = true;
+  wake_workers();
+  for (auto& worker : workers_) {
+    if (worker->thread.joinable()) worker->thread.join();
+  }
+#ifdef OBSAUG_WITH_CUDA
+  if (!copy_done_.empty()) {
+    c10::cuda::CUDAGuard guard(opts_.device);
+    for (const uint32_t k : in_flight_) C10_CUDA_CHECK(cudaEventSynchronize(copy_done_[k]));
+    in_flight_.clear();
+    for (auto& event : copy_done_) C10_CUDA_CHECK(cudaEventDestroy(event));
+    copy_done_.clear();
+  }
+#endif
+}
+
+// --- the public face ----------------------------------------------------------
+
+DistractorPool::DistractorPool(DistractorPoolOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+DistractorPool::~DistractorPool() = default;
+
+void DistractorPool::prepare_for_augment() {
+  Impl& im = *impl_;
+  if (im.closed_) throw std::logic_error("DistractorPool::prepare_for_augment after close()");
+  im.rethrow_worker_error();
+  im.calls_.fetch_add(1);
+#ifdef OBSAUG_WITH_CUDA
+  std::optional<c10::cuda::CUDAGuard> guard;
+  if (im.cuda_) guard.emplace(im.opts_.device);
+#endif
+  if (im.opts_.mode == RefreshMode::kSync) {
+    im.prepare_sync();
+  } else {
+    im.prepare_async();
+  }
+}
+
+void DistractorPool::close() { impl_->close(); }
+bool DistractorPool::closed() const { return impl_->closed_; }
+const at::Tensor& DistractorPool::images() const { return impl_->images_; }
+const DistractorPoolOptions& DistractorPool::options() const { return impl_->opts_; }
+const std::vector<ImageRef>& DistractorPool::refs() const { return impl_->refs_; }
+
+DistractorPoolStats DistractorPool::stats() const {
+  const Impl& im = *impl_;
+  DistractorPoolStats s;
+  s.decoded = im.decoded_.load();
+  s.failed = im.failed_.load();
+  s.uploaded = im.uploaded_.load();
+  const double seconds = std::chrono::duration<double>(Clock::now() - im.started_).count();
+  s.decode_rate = seconds > 0 ? static_cast<double>(s.decoded) / seconds : 0.0;
+  s.calls = im.calls_.load();
+  const double mean_written =
+      static_cast<double>(im.written_call_sum_.load()) / static_cast<double>(im.opts_.size);
+  s.mean_age_calls = std::max(0.0, static_cast<double>(s.calls) - mean_written);
+  s.queue_depth = im.queued_.load();
+  std::lock_guard<std::mutex> lock(im.failures_mu_);
+  s.first_failures = im.failures_;
+  return s;
+}
+
+SlotInfo DistractorPool::slot_info(int64_t slot) const {
+  TORCH_CHECK(slot >= 0 && slot < impl_->opts_.size, "DistractorPool::slot_info: slot ", slot,
+              " out of range [0, ", impl_->opts_.size, ")");
+  return impl_->slots_[static_cast<size_t>(slot)];
+}
+
+PoolCursor DistractorPool::cursor() const {
+  return PoolCursor{impl_->next_serial_.load(), impl_->next_stamp_, impl_->calls_.load()};
+}
+
+void DistractorPool::set_cursor(const PoolCursor& cursor) {
+  Impl& im = *impl_;
+  im.next_serial_ = cursor.next_serial;
+  im.next_stamp_ = cursor.next_stamp;
+  im.calls_ = cursor.calls;
+  for (auto& slot : im.slots_) slot.written_call = cursor.calls;  // ages restart at 0
+  im.written_call_sum_ = cursor.calls * static_cast<uint64_t>(im.opts_.size);
+}
+
+uint32_t DistractorPool::ref_index_for_serial(uint64_t serial) const {
+  return file_for_serial(serial, impl_->refs_.size(), impl_->opts_.seed);
+}
+
+AugmentSpec DistractorPool::augment_spec() const { return impl_->spec_; }
+
+}  // namespace obsaug

@@ -1,0 +1,181 @@
+// The distractor pool (DESIGN.md section 4): P decoded photographs in a
+// [P, C, Hp, Wp] uint8 tensor on the engine's device, read by the overlay op
+// (kernels/augment.h), and kept fresh by background decoder threads.
+//
+// Life cycle
+//   - The constructor lists the sources (SourceError naming the path when one
+//     holds no image), shards them by (rank, world_size), and fills all P
+//     slots with `threads` temporary threads (a progress line on stderr when
+//     it is a terminal). The fill is deterministic: slot k holds the k-th
+//     image of the seeded file order that decoded successfully.
+//   - async mode: `threads` workers then decode continuously into staging
+//     slots (pinned host memory when the device is CUDA). Each worker owns
+//     `kStagingPerWorker` staging slots and two Boost.Lockfree SPSC queues:
+//     `ready` (worker -> consumer: staged slot indices) and `free` (consumer
+//     -> worker: slots that may be overwritten again).
+//   - sync mode: no background threads; each prepare_for_augment() decodes
+//     `per_call` images on the calling thread from the seeded file order, so
+//     the pool's content after N calls is a pure function of (sources, seed,
+//     options, N): bit-reproducible.
+//   - close() / the destructor stop, wake and join the workers.
+//
+// The consumer ("augment thread") is whichever single thread calls
+// prepare_for_augment() and then the augment ops on images(). Uploads into
+// the pool happen only there: on CPU by memcpy, on CUDA by cudaMemcpyAsync on
+// the current PyTorch stream, followed by an event per staging slot; a staging
+// slot goes back to its worker only once its event has completed (queried at
+// the next prepare_for_augment()). Hence
+//   - a kernel enqueued on that stream after prepare_for_augment() sees only
+//     complete images (stream order), and kernels enqueued earlier finish
+//     before their slots are overwritten;
+//   - no staging slot is overwritten while a copy from it is in flight.
+// Augmenting on a different stream needs the caller's own synchronisation.
+//
+// File order: serial s (0, 1, 2, ...) decodes file perm_{s / N}(s % N) of the
+// N files of this rank, where perm_e is a seeded pseudo-random permutation
+// of epoch e; its random crop and flip use Philox(seed, serial = s)
+// (engine/decode.h). Slots are replaced oldest first (round robin after the
+// fill), so a slot's age is at most about P / (images per call) calls.
+//
+// Faults: a file that fails to read or decode (zero-byte, truncated, not an
+// image, too large, deleted mid-run) is skipped and counted, the first
+// kMaxReportedFailures kept with their messages. Any other exception in a
+// worker ends that worker and is rethrown by the next prepare_for_augment().
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/decode.h"
+#include "engine/image_source.h"
+
+namespace obsaug {
+
+enum class RefreshMode { kAsync, kSync };
+
+// "async" or "sync"; std::invalid_argument otherwise.
+RefreshMode parse_refresh_mode(const std::string& name);
+
+struct DistractorPoolOptions {
+  std::vector<std::string> sources;  // directories, .txt lists, .tar shards, image files
+  int64_t size = 1024;               // P
+  int height = 84;                   // Hp
+  int width = 84;                    // Wp
+  int channels = 3;                  // C: 3 (RGB) or 1 (grayscale)
+  c10::Device device = c10::Device(c10::kCPU);
+  int threads = 2;            // fill threads, and decoder workers in async mode
+  double max_per_second = 0;  // async decode rate cap over all workers; 0 = none
+  int worker_nice = 10;       // async workers run this much nicer than the caller
+                              // (Linux), so decoding yields to the augment thread
+  RefreshMode mode = RefreshMode::kAsync;
+  int64_t per_call = 8;  // sync: images refreshed per prepare_for_augment()
+  uint64_t seed = 0;     // file order, crops and flips
+  int rank = 0;          // this process's share of the files
+  int world_size = 1;
+  DecodeLimits limits;        // per-file byte and pixel caps
+  bool show_progress = true;  // progress line during the fill (only on a terminal)
+  // Test hook, called on the decoding thread before each image is read
+  // (fill, workers, sync refresh). An exception it throws is treated as if
+  // the decode had thrown it.
+  std::function<void(const ImageRef& ref, uint64_t serial)> before_decode;
+};
+
+constexpr int kMaxReportedFailures = 5;
+
+struct DecodeFailure {
+  std::string path;     // ImageRef::display_name()
+  std::string message;  // the DecodeError / SourceError text
+};
+
+struct DistractorPoolStats {
+  uint64_t decoded = 0;       // images decoded successfully (fill included)
+  uint64_t failed = 0;        // images skipped because they failed to read or decode
+  uint64_t uploaded = 0;      // images written into the pool after the fill
+  double decode_rate = 0;     // decoded / seconds since construction began
+  double mean_age_calls = 0;  // mean over slots of prepare calls since the slot was written
+  uint64_t queue_depth = 0;   // staged images waiting for the next prepare_for_augment()
+  uint64_t calls = 0;         // prepare_for_augment() calls so far
+  std::vector<DecodeFailure> first_failures;  // at most kMaxReportedFailures
+};
+
+// What a pool slot holds (for tests, previews and state_dict).
+struct SlotInfo {
+  uint64_t serial = 0;        // the image's serial number (file order position)
+  uint32_t ref_index = 0;     // index into refs()
+  uint64_t checksum = 0;      // image_checksum of the staged image
+  uint64_t stamp = 0;         // write order: 0..P-1 for the fill, then P, P+1, ...
+  uint64_t written_call = 0;  // calls() count when the slot was written
+};
+
+// Where the refresh stands, to save and restore (sync mode restores exactly
+// when the pool content is restored with it).
+struct PoolCursor {
+  uint64_t next_serial = 0;  // serial of the next image to decode
+  uint64_t next_stamp = 0;   // write stamp of the next upload (slot = stamp % P)
+  uint64_t calls = 0;        // prepare_for_augment() calls so far
+};
+
+// A fast 64-bit checksum of an image's bytes (not cryptographic).
+uint64_t image_checksum(const uint8_t* data, size_t size);
+
+// The seeded permutation of 0..n-1 for `epoch`: a bijection, computed in
+// O(1) per index (a Feistel network with cycle walking).
+uint64_t permuted_index(uint64_t i, uint64_t n, uint64_t seed, uint64_t epoch);
+
+class DistractorPool {
+ public:
+  // Blocks until the pool is full. Throws SourceError for sources without an
+  // image or without a single decodable one, std::invalid_argument for bad
+  // options. Any thread.
+  explicit DistractorPool(DistractorPoolOptions options);
+  ~DistractorPool();  // = close()
+  DistractorPool(const DistractorPool&) = delete;
+  DistractorPool& operator=(const DistractorPool&) = delete;
+
+  // Consumer thread: uploads what the workers staged (async) or decodes and
+  // uploads per_call images (sync), then returns. Rethrows a worker's
+  // unexpected exception (once). Call it before each augment that reads
+  // images(), on the augment thread and, on CUDA, with the augment stream
+  // current. Throws std::logic_error after close().
+  void prepare_for_augment();
+
+  // Stops, wakes and joins the workers and waits for copies in flight.
+  // Idempotent. Consumer thread (not concurrently with prepare_for_augment).
+  void close();
+  bool closed() const;
+
+  // The [P, C, Hp, Wp] uint8 pool on options().device. Any thread may hold
+  // it; its content changes only inside prepare_for_augment().
+  const at::Tensor& images() const;
+
+  // Any thread; counters are read without stopping the workers.
+  DistractorPoolStats stats() const;
+
+  // Consumer thread.
+  SlotInfo slot_info(int64_t slot) const;
+  PoolCursor cursor() const;
+  // Consumer thread. Sets where the refresh continues; in async mode images
+  // already staged still arrive, so only sync mode is exact.
+  void set_cursor(const PoolCursor& cursor);
+
+  const DistractorPoolOptions& options() const;
+  const std::vector<ImageRef>& refs() const;  // this rank's files, in listing order
+  // The file of serial s: refs()[ref_index_for_serial(s)].
+  uint32_t ref_index_for_serial(uint64_t serial) const;
+  // The AugmentSpec the decoders use (for independent re-decodes in tests).
+  AugmentSpec augment_spec() const;
+
+  static constexpr int kStagingPerWorker = 3;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace obsaug

@@ -1,0 +1,511 @@
+// DistractorPool (engine/distractor_pool.h) with real threads: the fill
+// against an independent single-threaded decode, oldest-first replacement,
+// a stress test proving that no pool slot is ever torn, corrupt and vanishing
+// files, worker exceptions, shutdown under load, the rate cap and sync-mode
+// determinism. The JPEG fixtures are written here with TurboJPEG.
+#include <ATen/Context.h>
+#include <ATen/ops/equal.h>
+#include <gtest/gtest.h>
+#include <turbojpeg.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/distractor_pool.h"
+#include "test_util.h"
+
+namespace obsaug {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+using testing_util::TempDir;
+using testing_util::write_file;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// A w x h RGB JPEG whose pattern depends on `variant`.
+Bytes make_jpeg(int w, int h, int variant) {
+  Bytes rgb(static_cast<size_t>(w) * h * 3);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      uint8_t* p = &rgb[(static_cast<size_t>(y) * w + x) * 3];
+      p[0] = static_cast<uint8_t>((x * 255 / w + variant * 37) & 255);
+      p[1] = static_cast<uint8_t>((y * 255 / h + variant * 91) & 255);
+      p[2] = static_cast<uint8_t>(127.5 + 100.0 * std::sin(x * 0.1 * (1 + variant % 5)));
+    }
+  }
+  tjhandle tj = tjInitCompress();
+  unsigned char* buf = nullptr;
+  unsigned long size = 0;
+  const int rc = tjCompress2(tj, rgb.data(), w, 0, h, TJPF_RGB, &buf, &size, TJSAMP_420, 90, 0);
+  EXPECT_EQ(rc, 0) << tjGetErrorStr2(tj);
+  Bytes out(buf, buf + (rc == 0 ? size : 0));
+  tjFree(buf);
+  tjDestroy(tj);
+  return out;
+}
+
+// `n` valid JPEGs img00.jpg, img01.jpg, ... in `dir`.
+void write_jpegs(const TempDir& dir, int n, int w = 96, int h = 72) {
+  for (int i = 0; i < n; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "img%02d.jpg", i);
+    write_file(dir / name, make_jpeg(w + 8 * i, h + 4 * i, i));
+  }
+}
+
+DistractorPoolOptions small_options(const TempDir& dir, int64_t size, RefreshMode mode) {
+  DistractorPoolOptions o;
+  o.sources = {dir.path().string()};
+  o.size = size;
+  o.height = 24;
+  o.width = 20;
+  o.channels = 3;
+  o.threads = 2;
+  o.mode = mode;
+  o.per_call = 3;
+  o.seed = 7;
+  o.show_progress = false;
+  return o;
+}
+
+size_t image_bytes(const DistractorPool& pool) {
+  const auto& o = pool.options();
+  return static_cast<size_t>(o.channels) * o.height * o.width;
+}
+
+const uint8_t* slot_ptr(const DistractorPool& pool, int64_t slot) {
+  return pool.images().data_ptr<uint8_t>() + static_cast<size_t>(slot) * image_bytes(pool);
+}
+
+// The image of `serial` decoded from scratch on this thread.
+Bytes independent_decode(const DistractorPool& pool, uint32_t ref_index, uint64_t serial) {
+  const ImageRef& ref = pool.refs().at(ref_index);
+  const Bytes bytes = read_image_bytes(ref, pool.options().limits.max_bytes);
+  ImageDecoder decoder(pool.options().limits);
+  Bytes out(image_bytes(pool));
+  decoder.decode_augmented(bytes.data(), bytes.size(), ref.display_name(), pool.augment_spec(),
+                           pool.options().seed, serial, out.data());
+  return out;
+}
+
+// Every slot holds exactly the image its SlotInfo names.
+void expect_slots_consistent(const DistractorPool& pool, bool redecode) {
+  for (int64_t k = 0; k < pool.options().size; ++k) {
+    const SlotInfo info = pool.slot_info(k);
+    ASSERT_EQ(image_checksum(slot_ptr(pool, k), image_bytes(pool)), info.checksum)
+        << "slot " << k << " (serial " << info.serial << ") is not the image staged for it";
+    ASSERT_EQ(info.ref_index, pool.ref_index_for_serial(info.serial));
+    if (redecode) {
+      const Bytes expected = independent_decode(pool, info.ref_index, info.serial);
+      ASSERT_EQ(0, std::memcmp(expected.data(), slot_ptr(pool, k), expected.size()))
+          << "slot " << k << " differs from a fresh decode of serial " << info.serial;
+    }
+  }
+}
+
+// Calls prepare_for_augment until `done` or the timeout; false on timeout.
+template <typename Done>
+bool prepare_until(DistractorPool& pool, Done done, double timeout_s = 20) {
+  const auto start = Clock::now();
+  while (!done()) {
+    if (seconds_since(start) > timeout_s) return false;
+    pool.prepare_for_augment();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+TEST(PermutedIndex, IsABijectionThatDependsOnSeedAndEpoch) {
+  for (uint64_t n : {1, 2, 3, 7, 64, 100, 1000}) {
+    std::set<uint64_t> seen;
+    for (uint64_t i = 0; i < n; ++i) seen.insert(permuted_index(i, n, 3, 5));
+    EXPECT_EQ(seen.size(), n);
+    EXPECT_LT(*seen.rbegin(), n);
+  }
+  int moved = 0;
+  for (uint64_t i = 0; i < 100; ++i) {
+    moved += permuted_index(i, 100, 3, 5) != permuted_index(i, 100, 3, 6);
+    moved += permuted_index(i, 100, 3, 5) != permuted_index(i, 100, 4, 5);
+  }
+  EXPECT_GT(moved, 150);
+}
+
+TEST(DistractorPool, FillPutsAnIndependentlyDecodedImageInEverySlot) {
+  TempDir dir;
+  write_jpegs(dir, 9);
+  DistractorPoolOptions o = small_options(dir, 20, RefreshMode::kAsync);
+  o.threads = 3;
+  DistractorPool pool(o);
+  ASSERT_EQ(pool.images().sizes(), (std::vector<int64_t>{20, 3, 24, 20}));
+  EXPECT_EQ(pool.images().scalar_type(), at::kByte);
+  for (int64_t k = 0; k < 20; ++k) {
+    EXPECT_EQ(pool.slot_info(k).serial,
+              static_cast<uint64_t>(k));  // no failures: slot k = serial k
+    EXPECT_EQ(pool.slot_info(k).stamp, static_cast<uint64_t>(k));
+  }
+  expect_slots_consistent(pool, /*redecode=*/true);
+  // Epoch 0 visits every file once.
+  std::set<uint32_t> files;
+  for (int64_t k = 0; k < 9; ++k) files.insert(pool.slot_info(k).ref_index);
+  EXPECT_EQ(files.size(), 9u);
+  const DistractorPoolStats s = pool.stats();
+  EXPECT_GE(s.decoded, 20u);  // the workers have started since
+  EXPECT_EQ(s.failed, 0u);
+}
+
+TEST(DistractorPool, AsyncRefreshReplacesOldestFirst) {
+  TempDir dir;
+  write_jpegs(dir, 5);
+  DistractorPool pool(small_options(dir, 8, RefreshMode::kAsync));
+  const int64_t P = 8;
+  uint64_t rounds_with_uploads = 0;
+  const auto start = Clock::now();
+  while (pool.stats().uploaded < 40 && seconds_since(start) < 20) {
+    std::vector<uint64_t> before(P);
+    for (int64_t k = 0; k < P; ++k) before[k] = pool.slot_info(k).stamp;
+    const uint64_t uploaded = pool.stats().uploaded;
+    pool.prepare_for_augment();
+    const uint64_t n = std::min<uint64_t>(pool.stats().uploaded - uploaded, P);
+    if (n == 0) continue;
+    ++rounds_with_uploads;
+    // The n slots with the smallest stamps, and only they, were rewritten.
+    std::vector<uint64_t> sorted = before;
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t k = 0; k < P; ++k) {
+      const bool was_oldest = before[k] < sorted[n - 1] + 1;
+      EXPECT_EQ(pool.slot_info(k).stamp != before[k], was_oldest) << "slot " << k;
+    }
+  }
+  EXPECT_GE(pool.stats().uploaded, 40u);
+  EXPECT_GT(rounds_with_uploads, 0u);
+  // Afterwards the slots hold the P most recent stamps, slot = stamp % P.
+  const uint64_t next = pool.cursor().next_stamp;
+  for (int64_t k = 0; k < P; ++k) {
+    const uint64_t stamp = pool.slot_info(k).stamp;
+    EXPECT_GE(stamp + P, next);
+    EXPECT_EQ(stamp % P, static_cast<uint64_t>(k));
+  }
+  expect_slots_consistent(pool, /*redecode=*/true);
+}
+
+// The consumer prepares and reads the pool in a loop while the workers decode
+// at full speed. Right after each prepare and again just before the next one,
+// every slot's bytes must have the checksum the worker computed when it
+// staged that image: a torn copy, or a worker writing a staging slot while
+// its copy is read, or anything writing the pool outside prepare, fails.
+TEST(DistractorPool, StressNoTornImagesUnderFullSpeedRefresh) {
+  TempDir dir;
+  write_jpegs(dir, 6, 64, 48);
+  DistractorPoolOptions o = small_options(dir, 16, RefreshMode::kAsync);
+  o.threads = 4;
+  DistractorPool pool(o);
+  const auto start = Clock::now();
+  uint64_t iterations = 0;
+  while (seconds_since(start) < 1.5 || pool.stats().uploaded < 64) {
+    ASSERT_LT(seconds_since(start), 30) << "refresh too slow: " << pool.stats().uploaded;
+    expect_slots_consistent(pool, false);  // unchanged since the previous prepare
+    pool.prepare_for_augment();
+    expect_slots_consistent(pool, (iterations % 64) == 0);
+    ++iterations;
+  }
+  const DistractorPoolStats s = pool.stats();
+  EXPECT_GT(s.uploaded, 64u);
+  EXPECT_EQ(s.failed, 0u);
+  EXPECT_LE(s.queue_depth, static_cast<uint64_t>(o.threads * DistractorPool::kStagingPerWorker));
+  std::printf("[ stress   ] %llu prepares, %llu uploads, %.0f decodes/s\n",
+              static_cast<unsigned long long>(iterations),
+              static_cast<unsigned long long>(s.uploaded), s.decode_rate);
+}
+
+TEST(DistractorPool, CorruptFilesAreSkippedCountedAndReported) {
+  TempDir dir;
+  write_jpegs(dir, 3);
+  const Bytes good = make_jpeg(80, 60, 1);
+  write_file(dir / "zero.jpg", {});
+  write_file(dir / "truncated.jpg", Bytes(good.begin(), good.begin() + good.size() / 2));
+  Bytes noise(5000);
+  for (size_t i = 0; i < noise.size(); ++i) noise[i] = static_cast<uint8_t>(i * 7919 + 13);
+  write_file(dir / "noise.jpg", noise);
+  write_file(dir / "notpng.PNG", Bytes{0x89, 'P', 'N', 'G', 0, 0, 1, 2, 3});
+  DistractorPool pool(small_options(dir, 6, RefreshMode::kSync));  // 7 files, 4 of them bad
+  for (int i = 0; i < 6; ++i) pool.prepare_for_augment();
+  const DistractorPoolStats s = pool.stats();
+  EXPECT_GT(s.failed, 4u);
+  EXPECT_GT(s.uploaded, 0u);
+  ASSERT_FALSE(s.first_failures.empty());
+  EXPECT_LE(s.first_failures.size(), static_cast<size_t>(kMaxReportedFailures));
+  const std::set<std::string> bad = {"zero.jpg", "truncated.jpg", "noise.jpg", "notpng.PNG"};
+  for (const auto& f : s.first_failures) {
+    const std::string name = std::filesystem::path(f.path).filename().string();
+    EXPECT_TRUE(bad.count(name)) << f.path << ": " << f.message;
+    EXPECT_FALSE(f.message.empty());
+  }
+  expect_slots_consistent(pool, /*redecode=*/true);
+  for (int64_t k = 0; k < 6; ++k) {
+    const std::string name =
+        std::filesystem::path(pool.refs()[pool.slot_info(k).ref_index].path).filename().string();
+    EXPECT_FALSE(bad.count(name)) << "slot " << k << " holds " << name;
+  }
+}
+
+TEST(DistractorPool, FileDeletedMidRunIsACountedFailure) {
+  TempDir dir;
+  write_jpegs(dir, 6);
+  DistractorPool pool(small_options(dir, 4, RefreshMode::kAsync));
+  EXPECT_EQ(pool.stats().failed, 0u);
+  for (int i = 0; i < 3; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "img%02d.jpg", i);
+    std::filesystem::remove(dir / name);
+  }
+  ASSERT_TRUE(prepare_until(pool, [&] { return pool.stats().failed >= 3; }));
+  const uint64_t uploaded = pool.stats().uploaded;
+  ASSERT_TRUE(prepare_until(pool, [&] { return pool.stats().uploaded >= uploaded + 8; }));
+  const DistractorPoolStats s = pool.stats();
+  ASSERT_FALSE(s.first_failures.empty());
+  EXPECT_NE(s.first_failures[0].path.find("img0"), std::string::npos);
+  expect_slots_consistent(pool, false);
+}
+
+TEST(DistractorPool, SourceWithoutUsableImageFailsNamingThePath) {
+  TempDir empty;
+  std::filesystem::create_directories(empty / "nothing_here");
+  try {
+    DistractorPool pool(small_options(empty, 4, RefreshMode::kAsync));
+    FAIL() << "expected SourceError";
+  } catch (const SourceError& e) {
+    EXPECT_NE(std::string(e.what()).find(empty.path().string()), std::string::npos) << e.what();
+  }
+  TempDir corrupt;
+  write_file(corrupt / "a.jpg", {});
+  write_file(corrupt / "b.jpg", Bytes(300, 0xFF));
+  try {
+    DistractorPool pool(small_options(corrupt, 4, RefreshMode::kAsync));
+    FAIL() << "expected SourceError";
+  } catch (const SourceError& e) {
+    EXPECT_NE(std::string(e.what()).find(corrupt.path().string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("decode"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DistractorPool, BadOptionsAreRejectedWithTheValue) {
+  TempDir dir;
+  write_jpegs(dir, 1);
+  DistractorPoolOptions o = small_options(dir, 4, RefreshMode::kAsync);
+  o.channels = 2;
+  try {
+    DistractorPool pool(o);
+    FAIL() << "expected invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("channels must be 1 or 3, got 2"), std::string::npos);
+  }
+  EXPECT_THROW(parse_refresh_mode("fast"), std::invalid_argument);
+}
+
+TEST(DistractorPool, WorkerExceptionReachesTheNextPrepare) {
+  TempDir dir;
+  write_jpegs(dir, 3);
+  DistractorPoolOptions o = small_options(dir, 4, RefreshMode::kAsync);
+  o.before_decode = [](const ImageRef&, uint64_t serial) {
+    if (serial == 10) throw std::runtime_error("injected failure at serial 10");
+  };
+  DistractorPool pool(o);
+  bool thrown = false;
+  const auto start = Clock::now();
+  while (!thrown && seconds_since(start) < 20) {
+    try {
+      pool.prepare_for_augment();
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("serial 10"), std::string::npos);
+      thrown = true;
+    }
+  }
+  EXPECT_TRUE(thrown);
+  pool.prepare_for_augment();  // reported once; the other worker goes on
+  EXPECT_EQ(pool.stats().failed, 0u);
+}
+
+TEST(DistractorPool, ShutdownUnderLoadIsQuick) {
+  TempDir dir;
+  write_jpegs(dir, 4);
+  {  // queues full: nobody consumes, every worker waits for a free slot
+    DistractorPoolOptions o = small_options(dir, 4, RefreshMode::kAsync);
+    o.threads = 4;
+    auto pool = std::make_unique<DistractorPool>(o);
+    const auto wait = Clock::now();
+    while (pool->stats().queue_depth < 12 && seconds_since(wait) < 20) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(pool->stats().queue_depth, 12u);
+    const auto start = Clock::now();
+    pool.reset();
+    EXPECT_LT(seconds_since(start), 1.0);
+  }
+  {  // workers busy decoding, and others asleep on a slow rate cap
+    DistractorPoolOptions o = small_options(dir, 4, RefreshMode::kAsync);
+    o.threads = 3;
+    o.max_per_second = 0.5;
+    DistractorPool pool(o);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const auto start = Clock::now();
+    pool.close();
+    EXPECT_LT(seconds_since(start), 1.0);
+    EXPECT_TRUE(pool.closed());
+    EXPECT_THROW(pool.prepare_for_augment(), std::logic_error);
+    pool.close();  // idempotent
+  }
+  {
+    DistractorPoolOptions o = small_options(dir, 4, RefreshMode::kAsync);
+    o.before_decode = [](const ImageRef&, uint64_t serial) {
+      if (serial >= 4) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    };
+    auto pool = std::make_unique<DistractorPool>(o);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto start = Clock::now();
+    pool.reset();
+    EXPECT_LT(seconds_since(start), 1.0);
+  }
+}
+
+TEST(DistractorPool, RateCapThrottlesTheWorkers) {
+  TempDir dir;
+  write_jpegs(dir, 4);
+  DistractorPoolOptions o = small_options(dir, 4, RefreshMode::kAsync);
+  o.max_per_second = 40;
+  DistractorPool pool(o);
+  const uint64_t after_fill = pool.stats().decoded;
+  const auto start = Clock::now();
+  while (seconds_since(start) < 0.5) {
+    pool.prepare_for_augment();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const double elapsed = seconds_since(start);
+  const uint64_t decoded = pool.stats().decoded - after_fill;
+  EXPECT_LE(static_cast<double>(decoded), 40 * elapsed + 2);
+  EXPECT_GE(decoded, 5u);  // and it does run
+}
+
+TEST(DistractorPool, SyncModeIsBitReproducible) {
+  TempDir dir;
+  write_jpegs(dir, 7);
+  write_file(dir / "broken.jpg", Bytes(100, 0x42));
+  DistractorPoolOptions o = small_options(dir, 10, RefreshMode::kSync);
+  o.threads = 3;
+  DistractorPool a(o);
+  o.threads = 1;
+  DistractorPool b(o);
+  EXPECT_TRUE(at::equal(a.images(), b.images()));
+  for (int i = 0; i < 9; ++i) {
+    a.prepare_for_augment();
+    b.prepare_for_augment();
+    ASSERT_TRUE(at::equal(a.images(), b.images())) << "after call " << i + 1;
+  }
+  EXPECT_EQ(a.stats().uploaded, 27u);
+  EXPECT_EQ(a.cursor().next_serial, b.cursor().next_serial);
+  EXPECT_GT(a.stats().failed, 0u);
+  expect_slots_consistent(a, /*redecode=*/true);
+
+  o.seed = 8;
+  DistractorPool c(o);
+  EXPECT_FALSE(at::equal(a.images(), c.images()));
+
+  // Restoring the cursor (with the content) continues identically.
+  o.seed = 7;
+  DistractorPool d(o);
+  d.images().copy_(a.images());
+  d.set_cursor(a.cursor());
+  for (int i = 0; i < 4; ++i) {
+    a.prepare_for_augment();
+    d.prepare_for_augment();
+  }
+  EXPECT_TRUE(at::equal(a.images(), d.images()));
+}
+
+TEST(DistractorPool, StatsTrackAgeAndUploads) {
+  TempDir dir;
+  write_jpegs(dir, 5);
+  DistractorPoolOptions o = small_options(dir, 6, RefreshMode::kSync);
+  o.per_call = 2;
+  DistractorPool pool(o);
+  EXPECT_EQ(pool.stats().mean_age_calls, 0.0);
+  pool.prepare_for_augment();  // call 1 rewrites slots 0, 1
+  pool.prepare_for_augment();  // call 2 rewrites slots 2, 3
+  DistractorPoolStats s = pool.stats();
+  EXPECT_EQ(s.calls, 2u);
+  EXPECT_EQ(s.uploaded, 4u);
+  // ages: slots 0,1 -> 1; 2,3 -> 0; 4,5 -> 2 (written at the fill, call 0)
+  EXPECT_DOUBLE_EQ(s.mean_age_calls, (1 + 1 + 0 + 0 + 2 + 2) / 6.0);
+  EXPECT_EQ(pool.slot_info(0).written_call, 1u);
+  EXPECT_EQ(pool.slot_info(3).written_call, 2u);
+  EXPECT_GT(s.decode_rate, 0.0);
+  EXPECT_EQ(s.queue_depth, 0u);
+}
+
+TEST(DistractorPool, GrayscaleAndShardedPools) {
+  TempDir dir;
+  write_jpegs(dir, 6);
+  DistractorPoolOptions o = small_options(dir, 5, RefreshMode::kSync);
+  o.channels = 1;
+  o.world_size = 2;
+  o.rank = 1;
+  DistractorPool pool(o);
+  EXPECT_EQ(pool.images().size(1), 1);
+  EXPECT_EQ(pool.refs().size(), 3u);
+  expect_slots_consistent(pool, /*redecode=*/true);
+}
+
+// CUDA: the same stress loop on the device; the pool is read back after a
+// synchronisation. Skips without a GPU.
+TEST(DistractorPoolCuda, StressNoTornImagesOnTheDevice) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  TempDir dir;
+  write_jpegs(dir, 6, 64, 48);
+  DistractorPoolOptions o = small_options(dir, 16, RefreshMode::kAsync);
+  o.device = c10::Device("cuda:0");
+  o.threads = 4;
+  DistractorPool pool(o);
+  const size_t bytes = image_bytes(pool);
+  const auto start = Clock::now();
+  while (seconds_since(start) < 1.5 || pool.stats().uploaded < 64) {
+    ASSERT_LT(seconds_since(start), 30);
+    pool.prepare_for_augment();
+    const at::Tensor host = pool.images().cpu();  // stream-ordered after the uploads
+    for (int64_t k = 0; k < o.size; ++k) {
+      ASSERT_EQ(image_checksum(host.data_ptr<uint8_t>() + k * bytes, bytes),
+                pool.slot_info(k).checksum)
+          << "slot " << k;
+    }
+  }
+  pool.close();
+}
+
+// CUDA sync mode: the same images as the CPU pool, call after call.
+TEST(DistractorPoolCuda, SyncModeMatchesTheCpuPool) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  TempDir dir;
+  write_jpegs(dir, 5);
+  DistractorPoolOptions o = small_options(dir, 6, RefreshMode::kSync);
+  o.per_call = 4;
+  DistractorPool cpu(o);
+  o.device = c10::Device("cuda:0");
+  DistractorPool cuda(o);
+  ASSERT_TRUE(cuda.images().is_cuda());
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(at::equal(cpu.images(), cuda.images().cpu())) << "after call " << i;
+    cpu.prepare_for_augment();
+    cuda.prepare_for_augment();
+  }
+  EXPECT_TRUE(at::equal(cpu.images(), cuda.images().cpu()));
+}
+
+}  // namespace
+}  // namespace obsaug
