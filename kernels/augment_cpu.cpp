@@ -15,6 +15,15 @@
 #include <cstring>
 #include <vector>
 
+// Hot loops are compiled for AVX2 and for the baseline, picked at load time
+// through an ifunc. Under ThreadSanitizer the resolvers would run before the
+// sanitizer initialises, so that build keeps the baseline only.
+#if defined(__SANITIZE_THREAD__)
+#define OBSAUG_CLONES
+#else
+#define OBSAUG_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+
 namespace obsaug {
 namespace {
 
@@ -188,7 +197,7 @@ inline void gather_simple(const T* __restrict src, const SimpleColumns& c, T* __
 // The translation path (see RowTranslation); `in` may equal `values`.
 // `scratch` holds two rows and `edges` 2 * height values.
 template <typename T>
-__attribute__((target_clones("avx2", "default"))) void translate_plane(
+OBSAUG_CLONES void translate_plane(
     const T* in, int32_t height, int32_t width, const SimpleColumns& columns,
     const RowTranslation& t, T* values, T* scratch, T* edges) {
   const SimpleColumns c = columns;
@@ -241,7 +250,7 @@ __attribute__((target_clones("avx2", "default"))) void translate_plane(
 // row_source[y] through `plan`. In place (row_scratch given), rows are written
 // in `row_order` and a row that reads itself is copied to row_scratch first.
 template <typename T>
-__attribute__((target_clones("avx2", "default"))) void gather_plane(const T* in, int64_t in_w, const int32_t* row_source, int32_t out_h,
+OBSAUG_CLONES void gather_plane(const T* in, int64_t in_w, const int32_t* row_source, int32_t out_h,
                   int32_t out_w, const ColumnPlan& plan, T* values, int row_order,
                   T* row_scratch) {
   const bool simple = plan.simple;
@@ -275,7 +284,7 @@ __attribute__((target_clones("avx2", "default"))) void gather_plane(const T* in,
 }
 
 template <typename T>
-__attribute__((target_clones("avx2", "default"))) void blend_span(
+OBSAUG_CLONES void blend_span(
     T* __restrict v, const uint8_t* __restrict d, int64_t n, uint32_t weight) {
   for (int64_t x = 0; x < n; ++x) v[x] = blend(v[x], d[x], weight);
 }
@@ -330,7 +339,7 @@ void zero_row(T* __restrict v, const int8_t* __restrict col_zero, int32_t row_ze
 }
 
 template <typename In, typename Out>
-__attribute__((target_clones("avx2", "default"))) void store_span(
+OBSAUG_CLONES void store_span(
     const In* __restrict v, Out* __restrict out, int64_t n, float scale, float bias) {
   for (int64_t x = 0; x < n; ++x) out[x] = to_output(v[x], scale, bias, static_cast<Out*>(nullptr));
 }

@@ -13,4 +13,8 @@ echo "== C++ tests (ctest) =="
 ctest --test-dir build --output-on-failure -j2 || status=1
 echo "== Python tests (pytest) =="
 .venv/bin/python -m pytest tests/python -q -ra || status=1
+if [ -x scripts/tsan_pool.sh ] && [ -d build/tests/engine ] && grep -q obsaug_pool_tests build/build.ninja; then
+  echo "== Distractor pool under ThreadSanitizer =="
+  scripts/tsan_pool.sh --gtest_brief=1 || status=1
+fi
 exit $status
