@@ -6,6 +6,9 @@
 #ifdef OBSAUG_WITH_ENGINE
 #include "bindings/pool_bindings.h"
 #endif
+#ifdef OBSAUG_WITH_ENGINE_API
+#include "bindings/engine_bindings.h"
+#endif
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "obsaug native module";
@@ -16,5 +19,8 @@ PYBIND11_MODULE(_C, m) {
 #endif
 #ifdef OBSAUG_WITH_ENGINE
   obsaug::python::bind_pool(m);
+#endif
+#ifdef OBSAUG_WITH_ENGINE_API
+  obsaug::python::bind_engine(m);
 #endif
 }

@@ -42,6 +42,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/refresh_mode.h"
 #include "kernels/pipeline_spec.h"
 
 namespace obsaug {
@@ -59,7 +60,6 @@ class ConfigError : public std::invalid_argument {
   std::string key_;
 };
 
-enum class RefreshMode { kAsync, kSync };
 enum class OutputDtype { kUint8, kFloat32 };
 
 struct FramesConfig {

@@ -54,10 +54,10 @@
 
 #include "engine/decode.h"
 #include "engine/image_source.h"
+#include "engine/refresh_mode.h"
 
 namespace obsaug {
 
-enum class RefreshMode { kAsync, kSync };
 
 // "async" or "sync"; std::invalid_argument otherwise.
 RefreshMode parse_refresh_mode(const std::string& name);

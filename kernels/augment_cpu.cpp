@@ -35,8 +35,8 @@ struct Run {
   bool copy;
 };
 
-std::vector<Run> runs_of(const std::vector<int32_t>& coords) {
-  std::vector<Run> runs;
+void runs_of(const std::vector<int32_t>& coords, std::vector<Run>* runs) {
+  runs->clear();
   const int32_t n = static_cast<int32_t>(coords.size());
   int32_t x = 0;
   while (x < n) {
@@ -48,10 +48,9 @@ std::vector<Run> runs_of(const std::vector<int32_t>& coords) {
       while (x + run.len < n && coords[x + run.len] == run.src_x + run.len) ++run.len;
     }
     if (run.len == 1) run.copy = false;  // the same thing; keeps [repeat][copy][repeat] simple
-    runs.push_back(run);
+    runs->push_back(run);
     x += run.len;
   }
-  return runs;
 }
 
 // Copies n bytes with fixed-size moves the compiler turns into vector loads
@@ -87,7 +86,11 @@ struct ColumnPlan {
   bool simple = false;
   SimpleColumns shape;
 
-  explicit ColumnPlan(std::vector<Run> r = {}) : runs(std::move(r)) {
+  // Recomputes the plan for `coords` (column -> source column), reusing storage.
+  void assign(const std::vector<int32_t>& coords) {
+    runs_of(coords, &runs);
+    shape = SimpleColumns();
+    simple = false;
     size_t i = 0;
     if (i < runs.size() && !runs[i].copy) {
       shape.left_len = runs[i].len;
@@ -130,6 +133,33 @@ inline bool fills_as_blocks(const SimpleColumns& c, int32_t width) {
          c.right_len * size <= kFillBytes &&
          (c.right_len == 0 || c.right_dst * size >= kFillBytes) &&
          (c.left_len == 0 || row_bytes - kFillBytes >= c.left_len * size);
+}
+
+// Sets dst[0, len) (at_end: dst[n - len, n)) to `value` inside a row of n
+// elements, with one 8-byte read-modify-write when the fill is at most 8
+// bytes and the row at least 8 bytes: edge fills of a shift are a few pixels,
+// and a loop or memset call per row costs more than the pixels themselves.
+template <typename T>
+inline void fill_edge(T* row, int32_t n, int32_t len, T value, bool at_end) {
+  constexpr int64_t kWord = 8;
+  const int64_t fill_bytes = len * static_cast<int64_t>(sizeof(T));
+  if (fill_bytes > kWord || n * static_cast<int64_t>(sizeof(T)) < kWord) {
+    T* d = at_end ? row + n - len : row;
+    for (int32_t i = 0; i < len; ++i) d[i] = value;
+    return;
+  }
+  T pattern[kWord / sizeof(T)];
+  for (auto& v : pattern) v = value;
+  uint64_t fill_word, old_word;
+  __builtin_memcpy(&fill_word, pattern, kWord);
+  unsigned char* window = reinterpret_cast<unsigned char*>(at_end ? row + n : row) - (at_end ? kWord : 0);
+  __builtin_memcpy(&old_word, window, kWord);
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "fill_edge assumes little endian");
+  const uint64_t mask = fill_bytes == kWord ? ~0ull
+                        : at_end            ? ~(~0ull >> (8 * fill_bytes))  // the window's last bytes
+                                            : (1ull << (8 * fill_bytes)) - 1;
+  const uint64_t word = (old_word & ~mask) | (fill_word & mask);
+  __builtin_memcpy(window, &word, kWord);
 }
 
 template <typename T>
@@ -228,16 +258,15 @@ OBSAUG_CLONES void translate_plane(
     for (int32_t y = t.first; y < t.end; ++y) {
       const T value = in_place ? edges[2 * y]
                                : edge_source[static_cast<int64_t>(y + t.dy) * width + c.left_src];
-      T* dst = values + static_cast<int64_t>(y) * width;
-      for (int32_t x = 0; x < c.left_len; ++x) dst[x] = value;
+      fill_edge(values + static_cast<int64_t>(y) * width, width, c.left_len, value, false);
     }
   }
   if (c.right_len > 0) {
+    // The right fill always ends the row in the simple shape.
     for (int32_t y = t.first; y < t.end; ++y) {
       const T value = in_place ? edges[2 * y + 1]
                                : edge_source[static_cast<int64_t>(y + t.dy) * width + c.right_src];
-      T* dst = values + static_cast<int64_t>(y) * width + c.right_dst;
-      for (int32_t x = 0; x < c.right_len; ++x) dst[x] = value;
+      fill_edge(values + static_cast<int64_t>(y) * width, width, c.right_len, value, true);
     }
   }
   for (int32_t y = 0; y < t.first; ++y)
@@ -366,15 +395,15 @@ struct SampleGeometry {
       rows[y] = trace_axis(p, draws, 0, y);
       row_source[y] = rows[y].source;
     }
-    std::vector<AxisTrace> cols(p.out_w);
+    cols.resize(p.out_w);
     col_zero.resize(p.out_w);
-    std::vector<int32_t> coords(p.out_w);
+    coords.resize(p.out_w);
     for (int32_t x = 0; x < p.out_w; ++x) {
       cols[x] = trace_axis(p, draws, 1, x);
       col_zero[x] = static_cast<int8_t>(cols[x].zero_op);
       coords[x] = cols[x].source;
     }
-    source_columns = ColumnPlan(runs_of(coords));
+    source_columns.assign(coords);
     const std::vector<Run>& source_runs = source_columns.runs;
     bool reads_below = true;
     bool reads_above = true;
@@ -390,7 +419,7 @@ struct SampleGeometry {
     if (p.in_h == p.out_h && p.in_w == p.out_w && source_columns.simple) {
       translation = find_translation(row_source, p.in_h);
     }
-    op_columns.assign(p.n_ops, ColumnPlan());
+    op_columns.resize(p.n_ops);
     op_identity.assign(p.n_ops, false);
     for (int k = 0; k < p.n_ops; ++k) {
       if (p.ops[k].kind != OpKind::kOverlay) continue;
@@ -399,11 +428,15 @@ struct SampleGeometry {
         coords[x] = cols[x].at_op[k];
         identity = identity && coords[x] == x;
       }
-      for (int32_t y = 0; y < p.out_h; ++y) identity = identity && rows[y].at_op[k] == y;
-      op_columns[k] = ColumnPlan(runs_of(coords));
+      for (int32_t y = 0; y < p.out_h && identity; ++y) identity = rows[y].at_op[k] == y;
       op_identity[k] = identity;
+      if (!identity) op_columns[k].assign(coords);
     }
   }
+
+ private:
+  std::vector<AxisTrace> cols;  // build() scratch, kept to reuse its storage
+  std::vector<int32_t> coords;
 };
 
 // Per-thread scratch: a pool row, the input plane (in place) and the value

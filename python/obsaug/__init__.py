@@ -7,11 +7,12 @@ import torch  # noqa: F401  (loads libtorch before the extension)
 
 from . import _C  # noqa: F401  (registers torch.ops.obsaug.*)
 from . import ops
+from . import nn  # (RandomShift, DMControl-GB's random_overlay / shift / crop)
 
 __version__ = "0.1.0"
 built_with_cuda = _C.built_with_cuda
 
-__all__ = ["ops", "built_with_cuda", "__version__"]
+__all__ = ["ops", "nn", "built_with_cuda", "__version__"]
 
 # The distractor pool exists where the native module was built with the
 # engine (TurboJPEG, libpng); a machine without them has the ops only.
@@ -19,3 +20,11 @@ if hasattr(_C, "DistractorPool"):
     DistractorPool = _C.DistractorPool
     DistractorPool.__module__ = "obsaug"
     __all__.append("DistractorPool")
+
+# The Engine exists where the native module was built with the pool and the
+# YAML config (yaml-cpp).
+if hasattr(_C, "Engine"):
+    from .engine import Engine  # noqa: E402
+
+    Engine.__module__ = "obsaug"
+    __all__.append("Engine")

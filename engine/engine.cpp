@@ -1,0 +1,378 @@
+// obsaug::Engine (engine/engine.h): the configured pipeline, the distractor
+// pool and the step counter behind one object.
+//
+// Locking: `mu` is a reader-writer lock over the pool's content and its
+// consumer-side state (cursor, staging queues).
+//   - prepare_for_augment() (the refresh that writes pool slots) runs under
+//     the exclusive lock, so refreshes from several augmenting threads are
+//     serialised (the pool's consumer contract) and never overlap a read;
+//   - the kernel runs under the shared lock: on CPU it reads the pool slots
+//     while it holds the lock, so no refresh overwrites a slot mid-read; on
+//     CUDA it only enqueues, and stream order does the rest (engine.h).
+//   - state() / load_state() / close() take the exclusive lock.
+// Without a pool (no overlay) or without refresh (refresh.threads = 0) the
+// pool never changes after construction and augment takes no lock.
+#include "engine/engine.h"
+
+#include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/ops/empty.h>
+
+#include <cstdio>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+#include <utility>
+
+#include "engine/decode.h"
+#include "engine/distractor_pool.h"
+#include "engine/image_source.h"
+#include "kernels/augment.h"
+
+namespace obsaug {
+namespace {
+
+c10::Device resolve_device(const std::string& name) {
+  c10::Device device(name);
+  // "cuda" means the current CUDA device, as for the pool.
+  if (device.is_cuda() && !device.has_index() && at::hasCUDA()) {
+    device = c10::Device(c10::kCUDA, at::detail::getCUDAHooks().current_device());
+  }
+  return device;
+}
+
+DistributedRank checked(DistributedRank r) {
+  if (r.world_size < 1) {
+    throw std::invalid_argument("Engine: world_size must be >= 1, got " +
+                                std::to_string(r.world_size));
+  }
+  if (r.rank < 0 || r.rank >= r.world_size) {
+    throw std::invalid_argument("Engine: rank must be in [0, world_size) = [0, " +
+                                std::to_string(r.world_size) + "), got rank " +
+                                std::to_string(r.rank));
+  }
+  return r;
+}
+
+DistractorPoolOptions pool_options(const Config& config, const c10::Device& device,
+                                   DistributedRank distributed, uint64_t seed) {
+  const PoolConfig& p = config.pool;
+  DistractorPoolOptions o;
+  o.sources = p.sources;
+  o.size = p.size;
+  int64_t h = p.image_height;
+  int64_t w = p.image_width;
+  if (h <= 0 || w <= 0) {  // not inferred: the frame size the first overlay sees
+    size_t first_overlay = 0;
+    while (first_overlay < config.pipeline.size() &&
+           config.pipeline[first_overlay].kind != OpKind::kOverlay) {
+      ++first_overlay;
+    }
+    std::tie(h, w) = frame_size_after(config, first_overlay);
+  }
+  o.height = static_cast<int>(h);
+  o.width = static_cast<int>(w);
+  o.channels = static_cast<int>(config.frames.channels);
+  o.device = device;
+  // refresh.threads = 0 means "fill once, never refresh": the pool still
+  // needs one thread to fill, and the engine then never calls the refresh.
+  o.threads = static_cast<int>(std::max<int64_t>(1, p.refresh.threads));
+  o.max_per_second = p.refresh.max_per_second;
+  o.mode = p.refresh.mode;
+  o.per_call = p.refresh.per_call;
+  o.seed = seed;  // config.seed + rank (engine.h)
+  o.rank = distributed.rank;
+  o.world_size = distributed.world_size;
+  return o;
+}
+
+std::string shape_text(const at::Tensor& t) {
+  std::ostringstream out;
+  out << t.scalar_type() << " " << t.sizes() << " on " << t.device();
+  return out.str();
+}
+
+}  // namespace
+
+struct Engine::Impl {
+  Config config;
+  DistributedRank distributed;
+  uint64_t seed = 0;  // config.seed + rank: the Philox key of the kernels and the pool
+  c10::Device device{c10::kCPU};
+  ops::OutputOptions float_output;  // used when config.output.dtype is float32
+  std::unique_ptr<DistractorPool> pool;
+  bool refreshes = false;  // the pool exists and refresh.threads > 0
+  std::atomic<uint64_t> step{0};
+  std::atomic<uint64_t> calls{0};
+  std::atomic<uint64_t> samples{0};
+  std::atomic<bool> closed{false};
+  mutable std::shared_mutex mu;
+  // After a sync-mode load_state: the serial re-decoded into each slot, and
+  // the slot's (stamp, written_call) then, to tell whether the pool has
+  // rewritten the slot since (its SlotInfo does not know the restored serial).
+  std::vector<uint64_t> restored_serials;
+  std::vector<std::pair<uint64_t, uint64_t>> restored_marks;
+
+  Impl(Config c, DistributedRank r)
+      : config(std::move(c)),
+        distributed(checked(r)),
+        seed(config.seed + static_cast<uint64_t>(distributed.rank)),
+        device(resolve_device(config.device)) {
+    if (config.output.dtype == OutputDtype::kFloat32) {
+      float_output.dtype = at::kFloat;
+      float_output.scale = config.output.scale;
+      float_output.bias = config.output.bias;
+    }
+    if (has_overlay(config.pipeline)) {
+      pool = std::make_unique<DistractorPool>(pool_options(config, device, distributed, seed));
+      refreshes = config.pool.refresh.threads > 0 || config.pool.refresh.mode == RefreshMode::kSync;
+    }
+  }
+
+  void check_open() const {
+    if (closed.load()) throw std::logic_error("engine is closed");
+  }
+
+  void check_obs(const at::Tensor& obs, const char* method) const {
+    const std::string where = std::string("Engine.") + method + ": ";
+    if (!obs.defined()) throw std::invalid_argument(where + "obs must be a tensor, got None");
+    if (obs.dim() != 4 || (obs.scalar_type() != at::kByte && obs.scalar_type() != at::kFloat)) {
+      throw std::invalid_argument(where + "obs must be uint8 or float32 [B, S*C, H, W], got " +
+                                  shape_text(obs));
+    }
+    if (obs.device() != device &&
+        !(device.is_cuda() && !device.has_index() && obs.device().is_cuda())) {
+      throw std::invalid_argument(where + "obs must be on " + device.str() +
+                                  " (the config's device), got " + obs.device().str());
+    }
+    const FramesConfig& f = config.frames;
+    if (obs.size(1) < 1 || obs.size(1) % f.channels != 0) {
+      throw std::invalid_argument(
+          where + "obs has " + std::to_string(obs.size(1)) +
+          " channels, expected a positive multiple of frames.channels = " +
+          std::to_string(f.channels) + " (e.g. " + std::to_string(f.stack * f.channels) + " for " +
+          std::to_string(f.stack) + " stacked frames); got " + shape_text(obs));
+    }
+    if (obs.size(2) != f.height || obs.size(3) != f.width) {
+      throw std::invalid_argument(
+          where + "obs frames must be " + std::to_string(f.height) + "x" + std::to_string(f.width) +
+          " (frames.height x frames.width), got " + std::to_string(obs.size(2)) + "x" +
+          std::to_string(obs.size(3)) + " in " + shape_text(obs));
+    }
+  }
+
+  uint64_t take_step(std::optional<uint64_t> explicit_step) {
+    return explicit_step ? *explicit_step : step.fetch_add(1);
+  }
+
+  // Runs `kernel(pool_images_or_nullopt)` with the locking described above.
+  template <typename Kernel>
+  auto run(Kernel&& kernel) {
+    if (!pool) return kernel(std::optional<at::Tensor>());
+    if (!refreshes) return kernel(std::optional<at::Tensor>(pool->images()));
+    {
+      std::unique_lock<std::shared_mutex> lock(mu);
+      check_open();
+      pool->prepare_for_augment();
+    }
+    std::shared_lock<std::shared_mutex> lock(mu);
+    check_open();
+    return kernel(std::optional<at::Tensor>(pool->images()));
+  }
+
+  // Re-decodes the image of serial `serials[k]` into pool slot k (sync-mode restore).
+  void redecode_slots(const std::vector<uint64_t>& serials) {
+    const DistractorPoolOptions& o = pool->options();
+    const at::Tensor& images = pool->images();
+    at::Tensor host = at::empty(images.sizes(), at::TensorOptions().dtype(at::kByte));
+    const size_t image_bytes = static_cast<size_t>(o.channels) * o.height * o.width;
+    uint8_t* base = host.data_ptr<uint8_t>();
+    const AugmentSpec spec = pool->augment_spec();
+    ImageDecoder decoder(o.limits);
+    for (size_t k = 0; k < serials.size(); ++k) {
+      const ImageRef& ref = pool->refs()[pool->ref_index_for_serial(serials[k])];
+      const std::vector<uint8_t> bytes = read_image_bytes(ref, o.limits.max_bytes);
+      decoder.decode_augmented(bytes.data(), bytes.size(), ref.display_name(), spec, o.seed,
+                               serials[k], base + k * image_bytes);
+    }
+    images.copy_(host);  // blocking on CUDA: load_state is not on the hot path
+  }
+};
+
+Engine::Engine(Config config, DistributedRank distributed)
+    : impl_(std::make_unique<Impl>(std::move(config), distributed)) {}
+
+Engine Engine::from_file(const std::string& path, DistributedRank distributed) {
+  return Engine(load_config_file(path), distributed);
+}
+
+Engine::~Engine() {
+  try {
+    close();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "obsaug: Engine: error while closing: %s\n", e.what());
+  }
+}
+
+Engine::Engine(Engine&&) noexcept = default;
+
+Engine& Engine::operator=(Engine&& other) noexcept {
+  if (this != &other) {
+    try {
+      close();
+    } catch (...) {
+    }
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+
+at::Tensor Engine::augment(const at::Tensor& obs, std::optional<uint64_t> step) {
+  if (!impl_) throw std::logic_error("engine is closed");
+  Impl& d = *impl_;
+  d.check_open();
+  d.check_obs(obs, "augment");
+  const uint64_t s = d.take_step(step);
+  // uint8 output means "the input's dtype": float32 obs (0..255, the
+  // DMControl-GB convention) stays float32 (the kernel has no float -> uint8).
+  const ops::OutputOptions output =
+      d.config.output.dtype == OutputDtype::kFloat32 ? d.float_output : ops::OutputOptions{};
+  at::Tensor out = d.run([&](const std::optional<at::Tensor>& pool) {
+    return ops::augment(obs, pool, d.config.pipeline, d.seed, s, output);
+  });
+  d.calls.fetch_add(1, std::memory_order_relaxed);
+  d.samples.fetch_add(static_cast<uint64_t>(obs.size(0)), std::memory_order_relaxed);
+  return out;
+}
+
+void Engine::augment_(const at::Tensor& obs, std::optional<uint64_t> step) {
+  if (!impl_) throw std::logic_error("engine is closed");
+  Impl& d = *impl_;
+  d.check_open();
+  d.check_obs(obs, "augment_");
+  const uint64_t s = d.take_step(step);
+  d.run([&](const std::optional<at::Tensor>& pool) {
+    ops::augment_(obs, pool, d.config.pipeline, d.seed, s);
+    return 0;
+  });
+  d.calls.fetch_add(1, std::memory_order_relaxed);
+  d.samples.fetch_add(static_cast<uint64_t>(obs.size(0)), std::memory_order_relaxed);
+}
+
+uint64_t Engine::step() const { return impl_ ? impl_->step.load() : 0; }
+
+const Config& Engine::config() const {
+  if (!impl_) throw std::logic_error("engine is closed");
+  return impl_->config;
+}
+
+DistributedRank Engine::distributed() const {
+  if (!impl_) throw std::logic_error("engine is closed");
+  return impl_->distributed;
+}
+
+uint64_t Engine::seed() const {
+  if (!impl_) throw std::logic_error("engine is closed");
+  return impl_->seed;
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s;
+  if (!impl_) return s;
+  const Impl& d = *impl_;
+  s.calls = d.calls.load();
+  s.samples = d.samples.load();
+  s.step = d.step.load();
+  s.has_pool = d.pool != nullptr;
+  if (d.pool) {
+    const DistractorPoolStats p = d.pool->stats();
+    s.pool_decoded = p.decoded;
+    s.pool_failed = p.failed;
+    s.pool_uploaded = p.uploaded;
+    s.pool_decode_rate = p.decode_rate;
+    s.pool_mean_age_calls = p.mean_age_calls;
+    s.pool_queue_depth = p.queue_depth;
+  }
+  return s;
+}
+
+EngineState Engine::state() const {
+  if (!impl_) throw std::logic_error("engine is closed");
+  const Impl& d = *impl_;
+  d.check_open();
+  std::unique_lock<std::shared_mutex> lock(d.mu);
+  EngineState s;
+  s.seed = d.seed;
+  s.step = d.step.load();
+  if (d.pool) {
+    const PoolCursor c = d.pool->cursor();
+    s.pool_serial = c.next_serial;
+    s.pool_stamp = c.next_stamp;
+    s.pool_calls = c.calls;
+    const int64_t P = d.pool->options().size;
+    s.pool_slots.resize(static_cast<size_t>(P));
+    for (int64_t k = 0; k < P; ++k) {
+      const size_t i = static_cast<size_t>(k);
+      const SlotInfo info = d.pool->slot_info(k);
+      const bool restored = i < d.restored_serials.size() &&
+                            d.restored_marks[i] == std::make_pair(info.stamp, info.written_call);
+      s.pool_slots[i] = restored ? d.restored_serials[i] : info.serial;
+    }
+  }
+  return s;
+}
+
+void Engine::load_state(const EngineState& state) {
+  if (!impl_) throw std::logic_error("engine is closed");
+  Impl& d = *impl_;
+  d.check_open();
+  if (state.seed != d.seed) {
+    throw std::invalid_argument("Engine.load_state: the state's seed " +
+                                std::to_string(state.seed) + " differs from the engine's seed " +
+                                std::to_string(d.seed) + " (config seed " +
+                                std::to_string(d.config.seed) + " + rank " +
+                                std::to_string(d.distributed.rank) +
+                                "); build the engine from the config and rank the state was "
+                                "taken with");
+  }
+  std::unique_lock<std::shared_mutex> lock(d.mu);
+  if (d.pool) {
+    const int64_t P = d.pool->options().size;
+    const bool sync = d.pool->options().mode == RefreshMode::kSync;
+    if (sync && !state.pool_slots.empty()) {
+      if (static_cast<int64_t>(state.pool_slots.size()) != P) {
+        throw std::invalid_argument("Engine.load_state: the state holds " +
+                                    std::to_string(state.pool_slots.size()) +
+                                    " pool slots, the engine's pool has " + std::to_string(P));
+      }
+      d.redecode_slots(state.pool_slots);
+    }
+    d.pool->set_cursor(PoolCursor{state.pool_serial, state.pool_stamp, state.pool_calls});
+    d.restored_serials.clear();
+    d.restored_marks.clear();
+    if (sync && !state.pool_slots.empty()) {
+      d.restored_serials = state.pool_slots;
+      d.restored_marks.resize(static_cast<size_t>(P));
+      for (int64_t k = 0; k < P; ++k) {  // after set_cursor, which resets written_call
+        const SlotInfo info = d.pool->slot_info(k);
+        d.restored_marks[static_cast<size_t>(k)] = {info.stamp, info.written_call};
+      }
+    }
+  }
+  d.step.store(state.step);
+}
+
+const DistractorPool* Engine::pool() const { return impl_ ? impl_->pool.get() : nullptr; }
+
+void Engine::close() {
+  if (!impl_) return;
+  Impl& d = *impl_;
+  std::unique_lock<std::shared_mutex> lock(d.mu);  // waits for augment calls in flight
+  if (d.closed.exchange(true)) return;
+  if (d.pool) d.pool->close();
+}
+
+bool Engine::closed() const { return !impl_ || impl_->closed.load(); }
+
+}  // namespace obsaug

@@ -1,0 +1,115 @@
+// obsaug::Engine: what an RL agent holds (DESIGN.md sections 3, 6, 7). It owns
+// the resolved configuration, the distractor pool (when the pipeline
+// overlays) and the step counter, and applies the configured pipeline to
+// observations [B, S*C, H, W] on the configured device.
+//
+// Steps: every augment call without an explicit step takes the next value of
+// an atomic counter (so augment(obs) and augment(next_obs) draw independent
+// parameters, as DrQ does); passing `step` reuses a value (two tensors that
+// must share parameters) and leaves the counter alone.
+//
+// Threads: augment / augment_ may be called from several threads at once.
+// The pool refresh that precedes each call (DistractorPool::prepare_for_augment)
+// and the kernel's reads of the pool are serialised against each other by a
+// reader-writer lock on CPU, so no call ever reads a slot mid-upload; on CUDA
+// the upload and the kernels are ordered on the calling thread's current
+// stream (callers on different streams must synchronise those streams).
+// stats(), step(), config() may be called from any thread; close() and
+// load_state() from one thread while no augment call is in flight.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "engine/config.h"
+
+namespace obsaug {
+
+class DistractorPool;
+struct DistractorPoolStats;
+
+struct EngineStats {
+  uint64_t calls = 0;    // augment + augment_ calls
+  uint64_t samples = 0;  // observations augmented (sum of B)
+  uint64_t step = 0;     // the next step the counter hands out
+  bool has_pool = false;
+  // Pool counters (zero without a pool).
+  uint64_t pool_decoded = 0;
+  uint64_t pool_failed = 0;
+  uint64_t pool_uploaded = 0;
+  double pool_decode_rate = 0;
+  double pool_mean_age_calls = 0;
+  uint64_t pool_queue_depth = 0;
+};
+
+// What a resumed run needs to continue the same stream of augmentations.
+// In sync mode the restore is exact: load_state re-decodes every pool slot
+// from `pool_slots` (P decodes), so the pool holds what it held when the
+// state was taken. In async mode only the cursor is restored (the
+// background refresh is not reproducible anyway).
+struct EngineState {
+  uint64_t seed = 0;  // the engine's key, config seed + rank (Engine::seed())
+  uint64_t step = 0;
+  uint64_t pool_serial = 0;  // the pool's refresh cursor (exact in sync mode)
+  uint64_t pool_calls = 0;
+  uint64_t pool_stamp = 0;           // PoolCursor::next_stamp
+  std::vector<uint64_t> pool_slots;  // serial held by each pool slot (empty without a pool)
+};
+
+// Which share of a data-parallel job this engine serves (torch.distributed's
+// rank and world size). A constructor argument rather than a config key, so
+// one config file is shared by every rank.
+//   - Parameters: the engine's Philox key is (config.seed + rank), so ranks
+//     draw different parameters; rank 0 keeps the configured seed (a
+//     single-process run is rank 0 of 1). The pool's file order, crops and
+//     flips use the same key.
+//   - Files: the pool is built with (rank, world_size), so each rank reads a
+//     disjoint share of the sources' files (DistractorPool shards them).
+// std::invalid_argument unless world_size >= 1 and 0 <= rank < world_size.
+struct DistributedRank {
+  int rank = 0;
+  int world_size = 1;
+};
+
+class Engine {
+ public:
+  // Builds (and fills) the pool when the pipeline overlays.
+  explicit Engine(Config config, DistributedRank distributed = {});
+  static Engine from_file(const std::string& path, DistributedRank distributed = {});
+  ~Engine();  // = close()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+  Engine(Engine&&) noexcept;
+  Engine& operator=(Engine&&) noexcept;
+
+  // obs: [B, S*C, H, W] uint8 or float32 on the engine's device, with the
+  // configured C, H, W (S may be any positive number). Out of place, output
+  // dtype/scale/bias from config.output.
+  at::Tensor augment(const at::Tensor& obs, std::optional<uint64_t> step = std::nullopt);
+  // In place (the pipeline must keep the frame size; output options ignored).
+  void augment_(const at::Tensor& obs, std::optional<uint64_t> step = std::nullopt);
+
+  uint64_t step() const;
+  const Config& config() const;
+  DistributedRank distributed() const;
+  uint64_t seed() const;  // the Philox key in use: config().seed + rank
+  EngineStats stats() const;
+  EngineState state() const;
+  void load_state(const EngineState& state);
+  const DistractorPool* pool() const;  // null without overlay
+  void close();
+  bool closed() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace obsaug

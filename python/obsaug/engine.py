@@ -1,0 +1,147 @@
+"""obsaug.Engine: the configured pipeline, distractor pool and step counter.
+
+``Engine(config)`` takes a YAML path (``str`` or ``os.PathLike``) or a dict
+with the same schema (DESIGN.md section 6; the dict is sent as JSON, which
+is YAML, through the same strict loader, so errors name the key's path).
+Relative ``pool.sources`` in a dict resolve against the working directory,
+then against ``base_dir`` when given.
+
+Every ``augment`` call without ``step`` takes the next value of the engine's
+counter, so ``augment(obs)`` and ``augment(next_obs)`` draw independent
+parameters (as DrQ does); pass the same ``step`` to share parameters between
+tensors. ``augment`` / ``augment_`` may be called from several threads at
+once and release the GIL; ``close`` and ``load_state_dict`` need no call in
+flight.
+
+Data-parallel training: ``Engine(config, rank=r, world_size=n)`` (or
+``Engine.from_torch_distributed(config)``) keys the engine's Philox stream
+with ``seed + rank`` (so ranks draw different parameters; rank 0 keeps the
+configured seed) and builds the pool from this rank's disjoint share of the
+sources' files (``pool_files()``). The same config serves every rank.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Mapping, Optional, Union
+
+import torch
+
+from . import _C
+
+__all__ = ["Engine"]
+
+
+class Engine:
+    """Applies a configured augmentation pipeline to ``[B, S*C, H, W]`` observations."""
+
+    def __init__(self, config: Union[str, "os.PathLike[str]", Mapping[str, Any]], *,
+                 base_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
+                 rank: int = 0, world_size: int = 1):
+        for name, value in (("rank", rank), ("world_size", world_size)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        if world_size < 1:
+            raise ValueError(f"world_size must be >= 1, got {world_size}")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must be in [0, world_size) = [0, {world_size}), got {rank}")
+        if isinstance(config, Mapping):
+            text = json.dumps(dict(config))
+            self._native = _C.Engine.from_string(
+                text, "<dict>", os.fspath(base_dir) if base_dir is not None else "",
+                rank, world_size)
+        elif isinstance(config, (str, os.PathLike)):
+            self._native = _C.Engine.from_file(os.fspath(config), rank, world_size)
+        else:
+            raise TypeError("config must be a path to a YAML file (str or os.PathLike) or a "
+                            f"dict, got {type(config).__name__}")
+
+    @classmethod
+    def from_torch_distributed(cls, config: Union[str, "os.PathLike[str]", Mapping[str, Any]],
+                               **kwargs: Any) -> "Engine":
+        """An engine for this process's rank: ``torch.distributed.get_rank()`` and
+        ``get_world_size()`` when the default process group is initialised, else 0 of 1."""
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            rank, world_size = dist.get_rank(), dist.get_world_size()
+        else:
+            rank, world_size = 0, 1
+        return cls(config, rank=rank, world_size=world_size, **kwargs)
+
+    def augment(self, obs: torch.Tensor, step: Optional[int] = None) -> torch.Tensor:
+        """The pipeline out of place; dtype, scale and bias from the config's ``output``."""
+        return self._native.augment(obs, step)
+
+    def augment_(self, obs: torch.Tensor, step: Optional[int] = None) -> torch.Tensor:
+        """The pipeline in place (it must keep the frame size); returns ``obs``."""
+        self._native.augment_(obs, step)
+        return obs
+
+    __call__ = augment
+
+    @property
+    def step(self) -> int:
+        """The step the next ``augment`` without ``step`` uses."""
+        return self._native.step
+
+    @property
+    def config(self) -> str:
+        """The resolved config as YAML (every key, inferred sizes, absolute sources)."""
+        return self._native.config_text
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device(self._native.device)
+
+    @property
+    def rank(self) -> int:
+        return self._native.rank
+
+    @property
+    def world_size(self) -> int:
+        return self._native.world_size
+
+    @property
+    def seed(self) -> int:
+        """The Philox key in use: the config's seed + rank."""
+        return self._native.seed
+
+    def pool_files(self) -> List[str]:
+        """The files this rank's pool reads (its share of the sources), in listing order:
+        the path of a plain file, ``"shard.tar::member"`` for a tar member; empty without
+        an overlay."""
+        return list(self._native.pool_files())
+
+    @property
+    def pool_images(self) -> Optional[torch.Tensor]:
+        """The ``[P, C, Hp, Wp]`` uint8 distractor pool, or None without an overlay."""
+        return self._native.pool_images
+
+    def stats(self) -> Dict[str, Any]:
+        """Counters: calls, samples, step, has_pool and the pool's ``pool_*`` statistics."""
+        return self._native.stats()
+
+    def state_dict(self) -> Dict[str, Any]:
+        """seed, step and the pool's refresh cursor; exact to restore in sync mode."""
+        return self._native.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._native.load_state_dict(dict(state))
+
+    def close(self) -> None:
+        """Stops the pool's decoder threads; later augment calls raise RuntimeError."""
+        self._native.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._native.closed
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"obsaug.Engine(device={self._native.device!r}, step={self.step}, "
+                f"rank={self.rank}, world_size={self.world_size}, closed={self.closed})")

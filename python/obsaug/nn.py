@@ -1,0 +1,156 @@
+"""Drop-in stand-ins for the augmentations of common pixel-RL code.
+
+``RandomShift(pad=4)`` replaces DrQ-v2's ``RandomShiftsAug``: float input
+``[B, C, H, W]`` (0..255), float output, every sample translated by an
+integer ``(dx, dy)`` in ``[-pad, pad]^2`` with replicated borders (DrQ-v2
+samples the same distribution through ``grid_sample`` on a padded image and
+requires square frames; this does not). It works under
+``torch.compile(fullgraph=True)``.
+
+``random_overlay(x)``, ``random_shift(x, pad=4)`` and ``random_crop(x, size=84)``
+have the signatures of DMControl-GB's ``augmentations.py`` and take its
+float 0..255 observations. ``random_overlay`` blends one distractor photo per
+sample into all its stacked frames with weight ``alpha`` (0.5 as SVEA does),
+drawn from a distractor pool resident on ``x``'s device: by default an
+``obsaug.Engine`` built on first use over ``data/photos`` (or the folder,
+list or shards named by the ``OBSAUG_PHOTOS`` environment variable), one per
+frame size, device and alpha; ``set_default_engine(engine)`` makes every
+call use ``engine.augment(x)`` instead (its config then decides photos,
+alpha, device and frame size).
+
+Every call draws fresh parameters: the functions share one step counter,
+each ``RandomShift`` has its own (saved in its ``state_dict``).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+
+from . import ops
+
+__all__ = ["RandomShift", "random_overlay", "random_shift", "random_crop",
+           "set_default_engine", "default_photos"]
+
+
+# --- RandomShift -------------------------------------------------------------
+
+@torch.library.custom_op("obsaug_nn::counted_shift", mutates_args=("step",))
+def _counted_shift(x: torch.Tensor, step: torch.Tensor, seed: int, pad: int) -> torch.Tensor:
+    """obsaug.ops.shift at the counter's step, then advances the counter.
+
+    An opaque op for torch.compile: the step lives in a (CPU) tensor, so a
+    compiled graph neither specialises on it nor recompiles as it advances.
+    """
+    current = int(step.item())
+    step.add_(1)
+    return ops.shift(x, seed=seed, step=current, pad=pad)
+
+
+@_counted_shift.register_fake
+def _(x: torch.Tensor, step: torch.Tensor, seed: int, pad: int) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+class RandomShift(torch.nn.Module):
+    """DrQ-v2's ``RandomShiftsAug(pad)``: random integer shifts with replicate padding.
+
+    ``forward(x)`` takes float ``[B, C, H, W]`` (any C, H, W; uint8 works
+    too) and returns a tensor of the same shape and dtype. Call ``k`` (from
+    0) uses ``obsaug.ops.shift(x, seed=seed, step=k, pad=pad)``.
+    """
+
+    def __init__(self, pad: int = 4, seed: int = 0):
+        super().__init__()
+        if pad < 0:
+            raise ValueError(f"pad must be >= 0, got {pad}")
+        self.pad = int(pad)
+        self.seed = int(seed)
+        # A CPU tensor, not a buffer: .cuda() leaves it on the host, so reading it never syncs.
+        self._step = torch.zeros((), dtype=torch.int64)
+
+    @property
+    def step(self) -> int:
+        return int(self._step.item())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _counted_shift(x, self._step, self.seed, self.pad)
+
+    def get_extra_state(self) -> Dict[str, int]:
+        return {"step": self.step}
+
+    def set_extra_state(self, state: Dict[str, int]) -> None:
+        self._step.fill_(int(state["step"]))
+
+    def extra_repr(self) -> str:
+        return f"pad={self.pad}, seed={self.seed}"
+
+
+# --- DMControl-GB functions ---------------------------------------------------
+
+_SEED = 0
+_steps = itertools.count()
+_lock = threading.Lock()
+_default_engine: Optional[Any] = None
+_engines: Dict[Tuple[int, int, str, float], Any] = {}
+
+
+def default_photos() -> str:
+    """The distractor source of the built-in engines: $OBSAUG_PHOTOS, else data/photos."""
+    env = os.environ.get("OBSAUG_PHOTOS")
+    if env:
+        return env
+    if os.path.isdir(os.path.join("data", "photos")):  # run from the repository root
+        return os.path.abspath(os.path.join("data", "photos"))
+    return str(Path(__file__).resolve().parents[2] / "data" / "photos")  # python/obsaug/ in a checkout
+
+
+def set_default_engine(engine: Optional[Any]) -> None:
+    """Make random_overlay call ``engine.augment(x)``; None restores the built-in engines."""
+    global _default_engine
+    _default_engine = engine
+
+
+def _overlay_engine(x: torch.Tensor, alpha: float) -> Any:
+    from .engine import Engine  # needs the native Engine (built with the pool and yaml-cpp)
+
+    key = (x.shape[-2], x.shape[-1], str(x.device), float(alpha))
+    with _lock:
+        engine = _engines.get(key)
+        if engine is None:
+            engine = Engine({
+                "device": str(x.device),
+                "seed": _SEED,
+                "frames": {"stack": max(1, x.shape[1] // 3), "channels": 3,
+                           "height": x.shape[-2], "width": x.shape[-1]},
+                "pipeline": [{"op": "overlay", "alpha": float(alpha)}],
+                "pool": {"size": int(os.environ.get("OBSAUG_POOL_SIZE", "256")),
+                         "sources": [default_photos()],
+                         "refresh": {"threads": 1, "mode": "async"}},
+            })
+            _engines[key] = engine
+    return engine
+
+
+def random_overlay(x: torch.Tensor, alpha: float = 0.5) -> torch.Tensor:
+    """DMControl-GB's ``random_overlay``: ``(1 - alpha) * x + alpha * photo``, float 0..255.
+
+    x: ``[B, S*3, H, W]`` float32 (0..255) or uint8; one photo per sample,
+    shared by its S frames. Returns float32 for float input.
+    """
+    engine = _default_engine if _default_engine is not None else _overlay_engine(x, alpha)
+    return engine.augment(x)
+
+
+def random_shift(x: torch.Tensor, pad: int = 4) -> torch.Tensor:
+    """DMControl-GB's ``random_shift``: pad ``pad`` (replicate) and crop back, per sample."""
+    return ops.shift(x, seed=_SEED, step=next(_steps), pad=pad)
+
+
+def random_crop(x: torch.Tensor, size: int = 84) -> torch.Tensor:
+    """DMControl-GB's ``random_crop``: a random ``size`` x ``size`` window per sample."""
+    return ops.crop(x, seed=_SEED, step=next(_steps), size=size)

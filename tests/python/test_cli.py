@@ -1,0 +1,235 @@
+"""The `obsaug` command-line tool (tools/obsaug_cli.cpp): check-config on every
+preset and on bad files, bench on a small N, preview writes a PNG of the right
+size whose augmented half differs from its original half.
+
+The binary is $OBSAUG_CLI, else build/tools/obsaug under the repository root;
+the tests skip when neither exists (the CLI is built only with the engine).
+"""
+import glob
+import os
+import re
+import struct
+import subprocess
+import zlib
+
+import pytest
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir))
+CLI = os.environ.get("OBSAUG_CLI") or os.path.join(ROOT, "build", "tools", "obsaug")
+CONFIGS = os.path.join(ROOT, "configs")
+PLACES = os.path.join(ROOT, "data", "places365_standard")
+
+pytestmark = pytest.mark.skipif(not os.access(CLI, os.X_OK), reason=f"obsaug CLI not built at {CLI}")
+
+
+def run(*args, timeout=300):
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def preset(name):
+    return os.path.join(CONFIGS, name)
+
+
+# --- help and usage errors ------------------------------------------------------
+
+
+@pytest.mark.parametrize("arg", ["--help", "help"])
+def test_help(arg):
+    r = run(arg)
+    assert r.returncode == 0, r.stderr
+    for command in ("check-config", "bench", "preview"):
+        assert command in r.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    ((), "usage"),
+    (("frobnicate",), "unknown command 'frobnicate'"),
+    (("bench",), "--config FILE is required"),
+    (("bench", "--config", "configs/default.yaml", "--batch", "0"), "--batch: expected an integer >= 1"),
+    (("bench", "--config", "configs/default.yaml", "--bacth", "8"), "unknown option '--bacth'"),
+    (("bench", "--config", "configs/rad_crop.yaml", "--inplace"), "--inplace needs a pipeline"),
+    (("preview", "--config", "configs/default.yaml"), "--out GRID.png is required"),
+])
+def test_usage_errors_exit_2(args, needle):
+    r = run(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr
+
+
+# --- check-config ---------------------------------------------------------------
+
+PRESETS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(CONFIGS, "*.yaml")))
+
+
+def test_every_preset_is_covered():
+    assert {"default.yaml", "svea_overlay.yaml", "drq_shift.yaml", "rad_crop.yaml", "atari.yaml"} <= set(PRESETS)
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_check_config_presets(name, tmp_path):
+    r = run("check-config", preset(name))
+    if name == "svea_overlay.yaml" and not os.path.isdir(PLACES):
+        # Places365 is not shipped: a one-line configuration error with the fix.
+        assert r.returncode == 2, r.stdout
+        assert r.stdout == ""
+        message = r.stderr.strip()
+        assert "\n" not in message
+        assert "svea_overlay.yaml" in message and "pool.sources" in message
+        assert "places365standard_easyformat.tar" in message
+        return
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"# {preset(name)}: valid\n")
+    for key in ("device:", "seed:", "frames:", "pipeline:", "output:"):
+        assert key in r.stdout
+    # The printed config is itself a valid config that prints the same.
+    resolved = tmp_path / "resolved.yaml"
+    resolved.write_text(r.stdout)
+    again = run("check-config", str(resolved))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.split("\n", 1)[1] == r.stdout.split("\n", 1)[1]
+
+
+@pytest.mark.parametrize("text, needles", [
+    # unknown key: the full path and the nearest known key
+    ("pool:\n  sizee: 16\n", ["pool.sizee", "unknown key", "did you mean 'size'"]),
+    ("frames: {stack: 3, chanels: 3}\n", ["frames.chanels", "did you mean 'channels'"]),
+    # out-of-set value: the allowed values
+    ("pipeline:\n  - {op: overlay}\npool:\n  sources: [data/photos]\n  refresh: {mode: asnc}\n",
+     ["pool.refresh.mode", "async", "sync", "asnc"]),
+    # wrong type
+    ("frames: {stack: three}\n", ["frames.stack"]),
+    # missing source
+    ("pipeline:\n  - {op: overlay}\npool:\n  sources: [no/such/folder]\n", ["pool.sources", "no/such/folder"]),
+])
+def test_check_config_bad_files(tmp_path, text, needles):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    r = run("check-config", str(bad))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    message = r.stderr.strip()
+    assert "\n" not in message, message
+    assert message.startswith(f"obsaug: {bad}: "), message
+    for needle in needles:
+        assert needle in message, message
+
+
+def test_check_config_missing_file(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    r = run("check-config", str(missing))
+    assert r.returncode == 2
+    assert str(missing) in r.stderr
+
+
+# --- bench ----------------------------------------------------------------------
+
+
+def field(stdout, name):
+    m = re.search(rf"^{name}:\s+(\S+)", stdout, re.M)
+    assert m, f"no '{name}:' line in\n{stdout}"
+    return m.group(1)
+
+
+def test_bench_default_in_place():
+    r = run("bench", "--config", preset("default.yaml"), "--samples", "20000", "--batch", "256",
+            "--threads", "2")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert int(field(out, "samples")) == 20000
+    assert "in 79 calls" in out  # ceil(20000 / 256), the last one partial
+    assert float(field(out, "samples/s")) > 0
+    assert float(field(out, "seconds")) > 0
+    assert "in place (augment_)" in out
+    assert "distractor bytes read" in out  # the overlay's pool reads are counted
+    pool = re.search(r"^pool:\s+decoded (\d+), failed (\d+), uploaded (\d+), decode rate ([\d.]+) "
+                     r"images/s, mean age ([\d.]+) calls, queue depth (\d+)$", out, re.M)
+    assert pool, out
+    assert int(pool.group(1)) >= 256  # the fill alone decodes the whole pool (size 256)
+    assert "rss start:" in out and "rss end:" in out
+    # Not a terminal: plain progress lines, ending at 100 %.
+    assert "100%" in r.stderr and "\r" not in r.stderr
+
+
+def test_bench_out_of_place_crop_without_pool():
+    r = run("bench", "--config", preset("rad_crop.yaml"), "--samples", "1000", "--batch", "100",
+            "--threads", "1")
+    assert r.returncode == 0, r.stderr
+    assert int(field(r.stdout, "samples")) == 1000
+    assert "out of place (augment)" in r.stdout  # a shrinking crop cannot run in place
+    assert "pool:      none" in r.stdout
+    # 9 planes of 100x100 read + 9 planes of 84x84 written per sample.
+    assert "(153504 bytes per sample" in r.stdout
+
+
+# --- preview --------------------------------------------------------------------
+
+
+def png_size(path):
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    length, kind = struct.unpack(">I4s", data[8:16])
+    assert kind == b"IHDR" and length == 13
+    ihdr = data[16:29]
+    assert struct.unpack(">I", data[29:33])[0] == zlib.crc32(b"IHDR" + ihdr)
+    width, height, depth, color = struct.unpack(">IIBB", ihdr[:10])
+    assert depth == 8 and color == 2  # 8-bit RGB
+    return width, height
+
+
+def grid_size(batch, stack, h, w, ah, aw, scale):
+    gap, group_gap = 2, 8
+    width = stack * w * scale + (stack - 1) * gap + group_gap + stack * aw * scale + (stack - 1) * gap
+    height = batch * max(h, ah) * scale + (batch - 1) * gap
+    return width, height
+
+
+@pytest.mark.parametrize("name, batch, scale, geometry", [
+    ("default.yaml", 4, 1, (3, 84, 84, 84, 84)),
+    ("rad_crop.yaml", 3, 2, (3, 100, 100, 84, 84)),
+    ("atari.yaml", 2, 1, (4, 84, 84, 84, 84)),
+])
+def test_preview_writes_png(tmp_path, name, batch, scale, geometry):
+    out = tmp_path / "grid.png"
+    r = run("preview", "--config", preset(name), "--out", str(out), "--batch", str(batch),
+            "--scale", str(scale), "--seed-step", "3")
+    assert r.returncode == 0, r.stderr
+    assert f"wrote {out}" in r.stdout
+    stack, h, w, ah, aw = geometry
+    expected = grid_size(batch, stack, h, w, ah, aw, scale)
+    assert png_size(out) == expected
+
+    from PIL import Image
+    import numpy as np
+    img = np.asarray(Image.open(out).convert("RGB"))
+    assert img.shape == (expected[1], expected[0], 3)
+    # First row: each original frame is a picture (not flat), and the
+    # augmented frames differ from the originals.
+    fw, aw_px = w * scale, aw * scale
+    first_orig = img[: h * scale, :fw]
+    first_aug_left = stack * fw + (stack - 1) * 2 + 8
+    first_aug = img[: ah * scale, first_aug_left: first_aug_left + aw_px]
+    assert first_orig.std() > 10
+    if (ah, aw) == (h, w):
+        assert np.abs(first_orig.astype(int) - first_aug.astype(int)).mean() > 1
+    if name == "atari.yaml":  # grayscale frames are written as equal R, G, B
+        assert (img[..., 0] == img[..., 1]).all() and (img[..., 1] == img[..., 2]).all()
+
+
+def test_preview_is_deterministic_per_step(tmp_path):
+    # drq_shift has no pool, so the output is a pure function of (seed, step).
+    paths = []
+    for i, step in enumerate((5, 5, 6)):
+        out = tmp_path / f"g{i}.png"
+        r = run("preview", "--config", preset("drq_shift.yaml"), "--out", str(out), "--batch", "3",
+                "--seed-step", str(step))
+        assert r.returncode == 0, r.stderr
+        paths.append(out.read_bytes())
+    assert paths[0] == paths[1]
+    assert paths[0] != paths[2]
+
+
+def test_runtime_error_exits_1(tmp_path):
+    out = tmp_path / "no" / "such" / "dir" / "grid.png"
+    r = run("preview", "--config", preset("drq_shift.yaml"), "--out", str(out), "--batch", "1")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1
+    assert r.stderr.startswith(f"obsaug: error: cannot write {out}")

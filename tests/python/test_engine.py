@@ -1,0 +1,181 @@
+"""obsaug.Engine from Python: built from a YAML path and from a dict, augment /
+augment_ against the stateless op, float output, state_dict round trips
+(sync mode: identical outputs), stats, the context manager, threads, and
+input errors. Skips where the native module has no Engine (built without
+the pool or yaml-cpp) or the photographs are absent."""
+import os
+import pathlib
+import threading
+
+import pytest
+import torch
+
+import obsaug
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                     os.pardir))
+PHOTOS = os.path.join(ROOT, "data", "photos")
+CONFIGS = os.path.join(ROOT, "configs")
+
+pytestmark = [
+    pytest.mark.skipif(not hasattr(obsaug, "Engine"),
+                       reason="obsaug._C built without the Engine (pool, yaml-cpp)"),
+    pytest.mark.skipif(not os.path.isdir(PHOTOS),
+                       reason="data/photos absent (run scripts/fetch_photos.sh)"),
+]
+
+STATS_KEYS = {"calls", "samples", "step", "has_pool", "pool_decoded", "pool_failed",
+              "pool_uploaded", "pool_decode_rate", "pool_mean_age_calls", "pool_queue_depth"}
+
+
+def small_config(mode="async", threads=2, seed=3, **output):
+    config = {
+        "seed": seed,
+        "frames": {"stack": 3, "channels": 3, "height": 40, "width": 48},
+        "pipeline": [{"op": "shift", "pad": 4}, {"op": "overlay", "alpha": 0.5}],
+        "pool": {"size": 12, "sources": [PHOTOS],
+                 "refresh": {"threads": threads, "mode": mode, "per_call": 3}},
+    }
+    if output:
+        config["output"] = output
+    return config
+
+
+def obs_batch(b=5, c=9, h=40, w=48, seed=0, dtype=torch.uint8):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 256, (b, c, h, w), dtype=torch.uint8, generator=g)
+    return x if dtype == torch.uint8 else x.to(dtype)
+
+
+def reference(engine, obs, step, pipeline=None):
+    ops = pipeline or [{"op": "shift", "pad": 4}, {"op": "overlay", "alpha": 0.5}]
+    return obsaug.ops.augment(obs, engine.pool_images, ops=ops, seed=3, step=step)
+
+
+def test_from_path_augments_uint8():
+    with obsaug.Engine(pathlib.Path(CONFIGS) / "default.yaml") as engine:
+        obs = obs_batch(4, 9, 84, 84)
+        out = engine.augment(obs)
+        assert out.shape == obs.shape and out.dtype == torch.uint8
+        assert not torch.equal(out, obs)
+        assert engine.step == 1
+        assert "overlay" in engine.config and "data/photos" in engine.config
+
+
+def test_from_dict_matches_the_op_and_counts_steps():
+    with obsaug.Engine(small_config(threads=0)) as engine:  # threads 0: a fixed pool
+        obs = obs_batch()
+        a, b = engine.augment(obs), engine.augment(obs)
+        assert engine.step == 2
+        assert torch.equal(a, reference(engine, obs, 0))
+        assert torch.equal(b, reference(engine, obs, 1))
+        assert torch.equal(engine.augment(obs, step=0), a)  # explicit step: counter unchanged
+        assert engine.step == 2
+        x = obs.clone()
+        assert engine.augment_(x, step=1) is x
+        assert torch.equal(x, b)
+
+
+def test_float_output_config():
+    config = small_config(threads=0, dtype="float32", scale=1 / 255, bias=-0.5)
+    with obsaug.Engine(config) as engine:
+        obs = obs_batch()
+        out = engine.augment(obs, step=4)
+        assert out.dtype == torch.float32
+        torch.testing.assert_close(out, reference(engine, obs, 4).float() / 255 - 0.5,
+                                   rtol=1e-6, atol=1e-6)
+
+
+def test_float_input_stays_float():
+    with obsaug.Engine(small_config(threads=0)) as engine:
+        obs = obs_batch(dtype=torch.float32)
+        out = engine.augment(obs, step=2)
+        assert out.dtype == torch.float32
+        torch.testing.assert_close(out, reference(engine, obs, 2))
+
+
+def test_state_dict_round_trip_gives_identical_outputs():
+    obs = obs_batch(6)
+    with obsaug.Engine(small_config("sync")) as first:
+        for _ in range(5):
+            first.augment(obs)
+        state = first.state_dict()
+        assert state["step"] == 5 and state["pool_calls"] == 5 and len(state["pool_slots"]) == 12
+        expected = [first.augment(obs) for _ in range(6)]
+    with obsaug.Engine(small_config("sync")) as resumed:
+        resumed.load_state_dict(state)
+        assert resumed.step == 5
+        for k, want in enumerate(expected):
+            assert torch.equal(resumed.augment(obs), want), f"call {k}"
+    with obsaug.Engine(small_config("sync", seed=4)) as other:
+        with pytest.raises(ValueError, match="seed"):
+            other.load_state_dict(state)
+        with pytest.raises(ValueError, match="missing 'pool_serial'"):
+            other.load_state_dict({"seed": 4, "step": 0})
+
+
+def test_stats_keys_and_counts():
+    with obsaug.Engine(small_config()) as engine:
+        engine.augment(obs_batch(3))
+        engine.augment_(obs_batch(2))
+        stats = engine.stats()
+        assert set(stats) == STATS_KEYS
+        assert stats["calls"] == 2 and stats["samples"] == 5 and stats["step"] == 2
+        assert stats["has_pool"] and stats["pool_decoded"] >= 12
+
+
+def test_context_manager_closes():
+    with obsaug.Engine(small_config()) as engine:
+        engine.augment(obs_batch())
+    assert engine.closed
+    with pytest.raises(RuntimeError, match="engine is closed"):
+        engine.augment(obs_batch())
+
+
+def test_threads_share_one_engine():
+    with obsaug.Engine(small_config()) as engine:
+        errors = []
+
+        def work(seed):
+            try:
+                obs = obs_batch(4, seed=seed)
+                for _ in range(40):
+                    assert engine.augment(obs).shape == obs.shape
+            except Exception as e:  # noqa: BLE001  (reported below)
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        assert engine.step == 160
+
+
+@pytest.mark.parametrize("obs, message", [
+    (obs_batch(2, 8), r"8 channels, expected a positive multiple of frames.channels = 3"),
+    (obs_batch(2, 9, 84, 84), r"must be 40x48 \(frames.height x frames.width\), got 84x84"),
+    (obs_batch(2).long(), r"uint8 or float32 \[B, S\*C, H, W\], got Long"),
+    (obs_batch(2)[0], r"uint8 or float32 \[B, S\*C, H, W\], got Byte \[9, 40, 48\]"),
+])
+def test_wrong_inputs_raise_value_error(obs, message):
+    with obsaug.Engine(small_config(threads=0)) as engine:
+        with pytest.raises(ValueError, match=message):
+            engine.augment(obs)
+        assert engine.step == 0
+
+
+def test_wrong_device_names_expected_and_got():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device to pass a tensor on the wrong device")
+    with obsaug.Engine(small_config(threads=0)) as engine:
+        with pytest.raises(ValueError, match=r"must be on cpu \(the config's device\), got cuda"):
+            engine.augment(obs_batch().cuda())
+
+
+def test_bad_configs_raise_value_error():
+    with pytest.raises(ValueError, match=r"<dict>: pipeline\[0\]\.op: .*did you mean 'shift'"):
+        obsaug.Engine({"pipeline": [{"op": "shft"}]})
+    with pytest.raises(TypeError, match="path to a YAML file"):
+        obsaug.Engine(42)

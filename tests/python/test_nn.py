@@ -1,0 +1,167 @@
+"""obsaug.nn: RandomShift against obsaug.ops.shift and against DrQ-v2's
+RandomShiftsAug (copied below as the reference: both give integer shifts in
+[-pad, pad]^2 of the replicate-padded input, every shift about equally
+often), under torch.compile(fullgraph=True), and the DMControl-GB functions
+inside an agent update step written against DMControl-GB's names."""
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import obsaug
+import obsaug.nn as onn
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                     os.pardir))
+PHOTOS = os.path.join(ROOT, "data", "photos")
+
+
+class DrQv2RandomShiftsAug(torch.nn.Module):
+    """DrQ-v2's augmentation (facebookresearch/drqv2, drqv2.py), verbatim."""
+
+    def __init__(self, pad):
+        super().__init__()
+        self.pad = pad
+
+    def forward(self, x):
+        n, c, h, w = x.size()
+        assert h == w
+        padding = tuple([self.pad] * 4)
+        x = F.pad(x, padding, "replicate")
+        eps = 1.0 / (h + 2 * self.pad)
+        arange = torch.linspace(-1.0 + eps, 1.0 - eps, h + 2 * self.pad, device=x.device,
+                                dtype=x.dtype)[:h]
+        arange = arange.unsqueeze(0).repeat(h, 1).unsqueeze(2)
+        base_grid = torch.cat([arange, arange.transpose(1, 0)], dim=2)
+        base_grid = base_grid.unsqueeze(0).repeat(n, 1, 1, 1)
+        shift = torch.randint(0, 2 * self.pad + 1, size=(n, 1, 1, 2), device=x.device,
+                              dtype=x.dtype)
+        shift *= 2.0 / (h + 2 * self.pad)
+        grid = base_grid + shift
+        return F.grid_sample(x, grid, padding_mode="zeros", align_corners=False)
+
+
+def shift_of(out, x, pad, atol=1e-3):
+    """The (dx, dy) with out == replicate-padded x shifted by it, per sample (None: no match)."""
+    h, w = x.shape[-2:]
+    padded = F.pad(x, (pad,) * 4, mode="replicate")
+    found = []
+    for b in range(x.shape[0]):
+        match = None
+        for dy in range(-pad, pad + 1):
+            for dx in range(-pad, pad + 1):
+                window = padded[b, :, pad + dy:pad + dy + h, pad + dx:pad + dx + w]
+                if torch.allclose(out[b], window, atol=atol, rtol=0):
+                    match = (dx, dy)
+                    break
+            if match:
+                break
+        found.append(match)
+    return found
+
+
+def distinct_images(n, c, h, w):
+    """Float 0..255 images whose integer shifts are all distinguishable."""
+    base = torch.arange(c * h * w, dtype=torch.float32).reshape(1, c, h, w)
+    return (base * 7 % 251).repeat(n, 1, 1, 1) + torch.arange(n).view(n, 1, 1, 1) % 3
+
+
+def test_random_shift_is_obsaug_shift_with_a_step_counter():
+    aug = onn.RandomShift(pad=4, seed=5)
+    x = torch.rand(6, 9, 84, 84) * 255
+    for step in range(3):
+        out = aug(x)
+        assert out.dtype == torch.float32 and out.shape == x.shape
+        assert torch.equal(out, obsaug.ops.shift(x, seed=5, step=step, pad=4))
+    assert aug.step == 3
+    restored = onn.RandomShift(pad=4, seed=5)
+    restored.load_state_dict(aug.state_dict())
+    assert restored.step == 3 and torch.equal(restored(x), aug(x))
+
+
+def test_random_shift_matches_drqv2_distribution():
+    pad, n = 2, 2000
+    x = distinct_images(n, 1, 10, 10)
+    ours = shift_of(onn.RandomShift(pad=pad)(x), x, pad)
+    torch.manual_seed(0)
+    theirs = shift_of(DrQv2RandomShiftsAug(pad)(x), x, pad)
+    assert None not in ours, "an output is not an integer replicate-padded shift"
+    assert None not in theirs, "the DrQ-v2 reference is not an integer shift (reference broken)"
+    offsets = [(dx, dy) for dy in range(-pad, pad + 1) for dx in range(-pad, pad + 1)]
+    for name, found in (("obsaug", ours), ("DrQ-v2", theirs)):
+        counts = [found.count(o) for o in offsets]
+        # 25 offsets, 80 expected each: [40, 125] holds with overwhelming probability.
+        assert min(counts) >= 40 and max(counts) <= 125, (name, counts)
+
+
+def test_random_shift_non_square_and_uint8():
+    aug = onn.RandomShift(pad=3)
+    x = distinct_images(8, 3, 12, 20)
+    assert None not in shift_of(aug(x), x, 3)
+    u = torch.randint(0, 256, (4, 9, 12, 20), dtype=torch.uint8)
+    assert aug(u).dtype == torch.uint8
+
+
+def test_random_shift_under_torch_compile_fullgraph():
+    aug = onn.RandomShift(pad=4)
+    compiled = torch.compile(aug, fullgraph=True)
+    x = torch.rand(4, 9, 84, 84) * 255
+    outs = [compiled(x) for _ in range(12)]  # more steps than the recompile limit
+    for step, out in enumerate(outs):
+        assert torch.equal(out, obsaug.ops.shift(x, seed=0, step=step, pad=4))
+    assert aug.step == 12
+
+
+@pytest.mark.skipif(not hasattr(obsaug, "Engine"), reason="obsaug._C built without the Engine")
+@pytest.mark.skipif(not os.path.isdir(PHOTOS), reason="data/photos absent")
+def test_dmcontrol_gb_update_step_runs_unchanged(monkeypatch):
+    monkeypatch.setenv("OBSAUG_POOL_SIZE", "16")  # a quick fill for the built-in engine
+    import obsaug.nn as augmentations  # where DMControl-GB has `import augmentations`
+
+    torch.manual_seed(0)
+    encoder = torch.nn.Sequential(
+        torch.nn.Conv2d(9, 8, 3, stride=2), torch.nn.ReLU(), torch.nn.Flatten(),
+        torch.nn.LazyLinear(4))
+    critic = torch.nn.Linear(4 + 2, 1)
+
+    def update_critic(obs, action, target_q, optimizer):
+        # An SVEA-style step: shifted obs and shifted+overlaid obs share the critic loss.
+        obs = augmentations.random_shift(obs, pad=4)
+        aug_obs = augmentations.random_overlay(obs.clone())
+        obs = torch.cat([obs, aug_obs], dim=0)
+        action = torch.cat([action, action], dim=0)
+        target_q = torch.cat([target_q, target_q], dim=0)
+        q = critic(torch.cat([encoder(obs / 255.0 - 0.5), action], dim=1))
+        loss = F.mse_loss(q, target_q)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    rendered = torch.rand(8, 9, 100, 100) * 255  # float 0..255, DMControl-GB's replay format
+    obs = augmentations.random_crop(rendered, size=84)
+    assert obs.shape == (8, 9, 84, 84) and obs.dtype == torch.float32
+    encoder(obs)  # materialise the lazy layer before building the optimizer
+    optimizer = torch.optim.Adam(list(encoder.parameters()) + list(critic.parameters()), lr=1e-3)
+    before = [p.detach().clone() for p in critic.parameters()]
+    losses = [update_critic(obs, torch.rand(8, 2), torch.rand(8, 1), optimizer) for _ in range(3)]
+    assert all(torch.isfinite(torch.tensor(losses)))
+    assert any(not torch.equal(a, b) for a, b in zip(before, critic.parameters()))
+
+    overlaid = augmentations.random_overlay(obs)
+    assert overlaid.dtype == torch.float32 and overlaid.shape == obs.shape
+    assert 0 <= overlaid.min() and overlaid.max() <= 255 and not torch.equal(overlaid, obs)
+
+    # set_default_engine: the given engine decides (here alpha 1: out is the photo).
+    engine = obsaug.Engine({"frames": {"height": 84, "width": 84},
+                            "pipeline": [{"op": "overlay", "alpha": 1.0}],
+                            "pool": {"size": 4, "sources": [PHOTOS],
+                                     "refresh": {"threads": 0}}})
+    augmentations.set_default_engine(engine)
+    try:
+        photo = augmentations.random_overlay(obs)
+        assert torch.equal(photo[:, 0:3], photo[:, 3:6])  # one photo per sample, all frames
+    finally:
+        augmentations.set_default_engine(None)
+        engine.close()
