@@ -328,13 +328,12 @@ void Engine::load_state(const EngineState& state) {
   Impl& d = *impl_;
   d.check_open();
   if (state.seed != d.seed) {
-    throw std::invalid_argument("Engine.load_state: the state's seed " +
-                                std::to_string(state.seed) + " differs from the engine's seed " +
-                                std::to_string(d.seed) + " (config seed " +
-                                std::to_string(d.config.seed) + " + rank " +
-                                std::to_string(d.distributed.rank) +
-                                "); build the engine from the config and rank the state was "
-                                "taken with");
+    throw std::invalid_argument(
+        "Engine.load_state: the state's seed " + std::to_string(state.seed) +
+        " differs from the engine's seed " + std::to_string(d.seed) + " (config seed " +
+        std::to_string(d.config.seed) + " + rank " + std::to_string(d.distributed.rank) +
+        "); build the engine from the config and rank the state was "
+        "taken with");
   }
   std::unique_lock<std::shared_mutex> lock(d.mu);
   if (d.pool) {

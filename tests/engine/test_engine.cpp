@@ -275,8 +275,7 @@ TEST(Engine, RanksDrawDifferentParametersFromDisjointFiles) {
   EXPECT_EQ(r1.seed(), 4u);
   // Parameters: rank 1's kernel key is seed + 1 (same pool images, different draws).
   const at::Tensor pool1 = r1.pool()->images();
-  EXPECT_TRUE(at::equal(r1.augment(obs, 0),
-                        ops::augment(obs, pool1, r1.config().pipeline, 4, 0)));
+  EXPECT_TRUE(at::equal(r1.augment(obs, 0), ops::augment(obs, pool1, r1.config().pipeline, 4, 0)));
   EXPECT_FALSE(at::equal(ops::augment(obs, pool1, r1.config().pipeline, 4, 0),
                          ops::augment(obs, pool1, r1.config().pipeline, 3, 0)));
   // Files: disjoint shares whose union is the single-rank listing.
@@ -290,7 +289,7 @@ TEST(Engine, RanksDrawDifferentParametersFromDisjointFiles) {
   std::sort(all.begin(), all.end());
   std::sort(shares.begin(), shares.end());
   EXPECT_EQ(std::adjacent_find(shares.begin(), shares.end()), shares.end());  // disjoint
-  EXPECT_EQ(shares, all);                                                    // union = all
+  EXPECT_EQ(shares, all);                                                     // union = all
   // A state taken on one rank does not load on another.
   EXPECT_THROW(r0.load_state(r1.state()), std::invalid_argument);
 }

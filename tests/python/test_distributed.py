@@ -23,7 +23,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-@pytest.mark.skipif(not os.path.isdir(PHOTOS), reason="no data/photos (bash scripts/fetch_photos.sh)")
+@pytest.mark.skipif(not os.path.isdir(PHOTOS),
+                    reason="no data/photos (bash scripts/fetch_photos.sh)")
 def test_two_ranks_draw_different_parameters_from_disjoint_files():
     env = dict(os.environ)
     # The obsaug the test imported (its folder first), for the child processes too.
@@ -61,7 +62,8 @@ def test_rank_must_be_an_int():
 
 
 def test_native_side_validates_too():
-    with pytest.raises(ValueError, match=r"rank must be in \[0, world_size\) = \[0, 3\), got rank 5"):
+    with pytest.raises(ValueError,
+                       match=r"rank must be in \[0, world_size\) = \[0, 3\), got rank 5"):
         obsaug._C.Engine.from_file(NO_POOL, 5, 3)
 
 
