@@ -108,6 +108,12 @@ trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/debs" "$WORK/root"
 
 PACKAGES=$(printf '%s\n' "$SELECTION" | cut -d'|' -f1 | sort -u)
+# A fresh machine may have empty package lists: refresh them once (as root).
+first_pkg=$(printf '%s\n' "$PACKAGES" | head -n 1)
+first_policy=$(apt-cache policy "$first_pkg" 2>/dev/null || true)
+if [ "$(id -u)" -eq 0 ] && ! [[ "$first_policy" =~ Candidate:\ [^\(] ]]; then
+  apt-get update -qq || true
+fi
 AVAILABLE=()
 COMPLETE=1  # every package and member found: only then is the stamp written
 for pkg in $PACKAGES; do
