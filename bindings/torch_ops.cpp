@@ -31,8 +31,8 @@ at::Tensor shift(const at::Tensor& obs, int64_t seed, int64_t step, int64_t pad,
 
 at::Tensor crop(const at::Tensor& obs, int64_t seed, int64_t step, at::IntArrayRef size,
                 bool center, int64_t op_index) {
-  TORCH_CHECK_VALUE(size.size() == 1 || size.size() == 2,
-                    "crop: size must be N or (H, W), got ", size);
+  TORCH_CHECK_VALUE(size.size() == 1 || size.size() == 2, "crop: size must be N or (H, W), got ",
+                    size);
   return ops::crop(obs, static_cast<uint64_t>(seed), static_cast<uint64_t>(step), size.front(),
                    size.back(), center, op_index);
 }

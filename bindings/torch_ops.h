@@ -20,8 +20,7 @@ at::Tensor shift(const at::Tensor& obs, int64_t seed, int64_t step, int64_t pad,
 at::Tensor crop(const at::Tensor& obs, int64_t seed, int64_t step, at::IntArrayRef size,
                 bool center, int64_t op_index);
 at::Tensor overlay(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, int64_t step,
-                   double alpha, std::optional<double> alpha_max, bool per_frame,
-                   int64_t op_index);
+                   double alpha, std::optional<double> alpha_max, bool per_frame, int64_t op_index);
 void overlay_(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, int64_t step,
               double alpha, std::optional<double> alpha_max, bool per_frame, int64_t op_index);
 

@@ -45,8 +45,8 @@ FrameGeometry geometry_of(const at::Tensor& obs, const at::Tensor* pool) {
   if (pool == nullptr) return g;
   TORCH_CHECK_TYPE(pool->scalar_type() == at::kByte && pool->dim() == 4,
                    "pool must be uint8 [P, C, H, W], got ", describe(*pool));
-  TORCH_CHECK_VALUE(pool->device() == obs.device(), "pool must be on obs's device ",
-                    obs.device(), ", got ", pool->device());
+  TORCH_CHECK_VALUE(pool->device() == obs.device(), "pool must be on obs's device ", obs.device(),
+                    ", got ", pool->device());
   const int64_t c = pool->size(1);
   TORCH_CHECK_VALUE(c >= 1 && obs.size(1) % c == 0, "obs channels (", obs.size(1),
                     ") must be a multiple of the pool's channels C = ", c,
@@ -73,7 +73,8 @@ at::ScalarType output_dtype(const at::Tensor& obs, const OutputOptions& output) 
                      obs.scalar_type());
     TORCH_CHECK_VALUE(output.scale == 1.0 && output.bias == 0.0,
                       "scale and bias apply to float32 output only; pass out_dtype=float32 "
-                      "(got uint8 with scale=", output.scale, " bias=", output.bias, ")");
+                      "(got uint8 with scale=",
+                      output.scale, " bias=", output.bias, ")");
   }
   return dtype;
 }
@@ -81,10 +82,13 @@ at::ScalarType output_dtype(const at::Tensor& obs, const OutputOptions& output) 
 template <typename In, typename Out>
 void run(const PipelineDesc& desc, const at::Tensor& in, const at::Tensor& out,
          const at::Tensor* pool, const OutputOptions& output) {
-  const AugmentBuffers<In, Out> buffers{
-      in.data_ptr<In>(), out.data_ptr<Out>(),
-      pool ? pool->data_ptr<uint8_t>() : nullptr, in.size(0), in.size(1),
-      static_cast<float>(output.scale), static_cast<float>(output.bias)};
+  const AugmentBuffers<In, Out> buffers{in.data_ptr<In>(),
+                                        out.data_ptr<Out>(),
+                                        pool ? pool->data_ptr<uint8_t>() : nullptr,
+                                        in.size(0),
+                                        in.size(1),
+                                        static_cast<float>(output.scale),
+                                        static_cast<float>(output.bias)};
   if (in.device().is_cpu()) {
     augment_cpu(desc, buffers);
     return;
@@ -167,9 +171,9 @@ void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
               const Pipeline& pipeline, uint64_t seed, uint64_t step) {
   const Prepared prepared = prepare(obs, pool, pipeline, seed, step);
   TORCH_CHECK_VALUE(prepared.desc.out_h == obs.size(2) && prepared.desc.out_w == obs.size(3),
-                    "in-place augment needs a pipeline that keeps the frame size ",
-                    obs.size(2), "x", obs.size(3), ", but it produces ", prepared.desc.out_h,
-                    "x", prepared.desc.out_w, "; use the out-of-place form for crops");
+                    "in-place augment needs a pipeline that keeps the frame size ", obs.size(2),
+                    "x", obs.size(3), ", but it produces ", prepared.desc.out_h, "x",
+                    prepared.desc.out_w, "; use the out-of-place form for crops");
   const at::Tensor* pool_ptr = prepared.pool ? &*prepared.pool : nullptr;
   bool staged_in_place = obs.is_contiguous() && obs.device().is_cpu();
 #ifdef OBSAUG_WITH_CUDA
@@ -194,21 +198,20 @@ void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
 
 at::Tensor shift(const at::Tensor& obs, uint64_t seed, uint64_t step, int64_t pad,
                  const std::string& padding, int64_t op_index) {
-  return augment(obs, std::nullopt, {OpSpec::shift(pad, padding).at_index(op_index)}, seed,
-                 step);
+  return augment(obs, std::nullopt, {OpSpec::shift(pad, padding).at_index(op_index)}, seed, step);
 }
 
-at::Tensor crop(const at::Tensor& obs, uint64_t seed, uint64_t step, int64_t height,
-                int64_t width, bool center, int64_t op_index) {
-  return augment(obs, std::nullopt, {OpSpec::crop(height, width, center).at_index(op_index)},
-                 seed, step);
+at::Tensor crop(const at::Tensor& obs, uint64_t seed, uint64_t step, int64_t height, int64_t width,
+                bool center, int64_t op_index) {
+  return augment(obs, std::nullopt, {OpSpec::crop(height, width, center).at_index(op_index)}, seed,
+                 step);
 }
 
 at::Tensor overlay(const at::Tensor& obs, const at::Tensor& pool, uint64_t seed, uint64_t step,
                    double alpha, std::optional<double> alpha_max, bool per_frame,
                    int64_t op_index) {
-  return augment(obs, pool, {OpSpec::overlay(alpha, alpha_max, per_frame).at_index(op_index)},
-                 seed, step);
+  return augment(obs, pool, {OpSpec::overlay(alpha, alpha_max, per_frame).at_index(op_index)}, seed,
+                 step);
 }
 
 }  // namespace obsaug::ops

@@ -34,8 +34,8 @@ void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
 // Single ops; `op_index` is k in the Philox counter.
 at::Tensor shift(const at::Tensor& obs, uint64_t seed, uint64_t step, int64_t pad = 4,
                  const std::string& padding = "replicate", int64_t op_index = 0);
-at::Tensor crop(const at::Tensor& obs, uint64_t seed, uint64_t step, int64_t height,
-                int64_t width, bool center = false, int64_t op_index = 0);
+at::Tensor crop(const at::Tensor& obs, uint64_t seed, uint64_t step, int64_t height, int64_t width,
+                bool center = false, int64_t op_index = 0);
 at::Tensor overlay(const at::Tensor& obs, const at::Tensor& pool, uint64_t seed, uint64_t step,
                    double alpha = 0.5, std::optional<double> alpha_max = std::nullopt,
                    bool per_frame = false, int64_t op_index = 0);

@@ -152,19 +152,19 @@ inline void fill_edge(T* row, int32_t n, int32_t len, T value, bool at_end) {
   for (auto& v : pattern) v = value;
   uint64_t fill_word, old_word;
   __builtin_memcpy(&fill_word, pattern, kWord);
-  unsigned char* window = reinterpret_cast<unsigned char*>(at_end ? row + n : row) - (at_end ? kWord : 0);
+  unsigned char* window =
+      reinterpret_cast<unsigned char*>(at_end ? row + n : row) - (at_end ? kWord : 0);
   __builtin_memcpy(&old_word, window, kWord);
   static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "fill_edge assumes little endian");
   const uint64_t mask = fill_bytes == kWord ? ~0ull
-                        : at_end            ? ~(~0ull >> (8 * fill_bytes))  // the window's last bytes
-                                            : (1ull << (8 * fill_bytes)) - 1;
+                        : at_end ? ~(~0ull >> (8 * fill_bytes))  // the window's last bytes
+                                 : (1ull << (8 * fill_bytes)) - 1;
   const uint64_t word = (old_word & ~mask) | (fill_word & mask);
   __builtin_memcpy(window, &word, kWord);
 }
 
 template <typename T>
-inline void gather_runs(const T* __restrict src, const std::vector<Run>& runs,
-                        T* __restrict dst) {
+inline void gather_runs(const T* __restrict src, const std::vector<Run>& runs, T* __restrict dst) {
   for (const Run& run : runs) {
     T* d = dst + run.dst_x;
     if (run.copy) {
@@ -227,13 +227,14 @@ inline void gather_simple(const T* __restrict src, const SimpleColumns& c, T* __
 // The translation path (see RowTranslation); `in` may equal `values`.
 // `scratch` holds two rows and `edges` 2 * height values.
 template <typename T>
-OBSAUG_CLONES void translate_plane(
-    const T* in, int32_t height, int32_t width, const SimpleColumns& columns,
-    const RowTranslation& t, T* values, T* scratch, T* edges) {
+OBSAUG_CLONES void translate_plane(const T* in, int32_t height, int32_t width,
+                                   const SimpleColumns& columns, const RowTranslation& t, T* values,
+                                   T* scratch, T* edges) {
   const SimpleColumns c = columns;
   T* top_row = scratch;
   T* bottom_row = scratch + width;
-  if (t.first > 0) std::memcpy(top_row, in + static_cast<int64_t>(t.top) * width, sizeof(T) * width);
+  if (t.first > 0)
+    std::memcpy(top_row, in + static_cast<int64_t>(t.top) * width, sizeof(T) * width);
   if (t.end < height)
     std::memcpy(bottom_row, in + static_cast<int64_t>(t.bottom) * width, sizeof(T) * width);
   // Edge values of the translated rows; saved first when in place, because
@@ -250,8 +251,7 @@ OBSAUG_CLONES void translate_plane(
   if (t.end > t.first && c.mid_len > 0) {
     const int64_t begin = static_cast<int64_t>(t.first) * width + c.mid_dst;
     const int64_t count = static_cast<int64_t>(t.end - t.first - 1) * width + c.mid_len;
-    std::memmove(values + begin,
-                 in + static_cast<int64_t>(t.first + t.dy) * width + c.mid_src,
+    std::memmove(values + begin, in + static_cast<int64_t>(t.first + t.dy) * width + c.mid_src,
                  sizeof(T) * count);
   }
   if (c.left_len > 0) {
@@ -280,8 +280,8 @@ OBSAUG_CLONES void translate_plane(
 // in `row_order` and a row that reads itself is copied to row_scratch first.
 template <typename T>
 OBSAUG_CLONES void gather_plane(const T* in, int64_t in_w, const int32_t* row_source, int32_t out_h,
-                  int32_t out_w, const ColumnPlan& plan, T* values, int row_order,
-                  T* row_scratch) {
+                                int32_t out_w, const ColumnPlan& plan, T* values, int row_order,
+                                T* row_scratch) {
   const bool simple = plan.simple;
   const SimpleColumns c = plan.shape;
   const bool blocks = simple && fills_as_blocks<T>(c, out_w);
@@ -302,7 +302,8 @@ OBSAUG_CLONES void gather_plane(const T* in, int64_t in_w, const int32_t* row_so
     const T right = src[c.right_src];
     if (blocks) {
       if (c.left_len) fill_block(dst, left);
-      if (c.right_len) fill_block(dst + out_w - kFillBytes / static_cast<int64_t>(sizeof(T)), right);
+      if (c.right_len)
+        fill_block(dst + out_w - kFillBytes / static_cast<int64_t>(sizeof(T)), right);
     } else {
       for (int32_t x = 0; x < c.left_len; ++x) dst[x] = left;
       for (int32_t x = 0; x < c.right_len; ++x) dst[c.right_dst + x] = right;
@@ -313,8 +314,8 @@ OBSAUG_CLONES void gather_plane(const T* in, int64_t in_w, const int32_t* row_so
 }
 
 template <typename T>
-OBSAUG_CLONES void blend_span(
-    T* __restrict v, const uint8_t* __restrict d, int64_t n, uint32_t weight) {
+OBSAUG_CLONES void blend_span(T* __restrict v, const uint8_t* __restrict d, int64_t n,
+                              uint32_t weight) {
   for (int64_t x = 0; x < n; ++x) v[x] = blend(v[x], d[x], weight);
 }
 
@@ -334,19 +335,28 @@ __attribute__((target("avx2"))) void blend_bytes_avx2(uint8_t* __restrict v,
   const __m256i w = _mm256_set1_epi16(static_cast<int16_t>(weight << 7));
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    const __m256i x_lo = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i)));
-    const __m256i x_hi = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i + 16)));
-    const __m256i d_lo = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + i)));
-    const __m256i d_hi = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + i + 16)));
-    const __m256i r_lo = _mm256_add_epi16(x_lo, _mm256_mulhrs_epi16(_mm256_sub_epi16(d_lo, x_lo), w));
-    const __m256i r_hi = _mm256_add_epi16(x_hi, _mm256_mulhrs_epi16(_mm256_sub_epi16(d_hi, x_hi), w));
+    const __m256i x_lo =
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i)));
+    const __m256i x_hi =
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i + 16)));
+    const __m256i d_lo =
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + i)));
+    const __m256i d_hi =
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + i + 16)));
+    const __m256i r_lo =
+        _mm256_add_epi16(x_lo, _mm256_mulhrs_epi16(_mm256_sub_epi16(d_lo, x_lo), w));
+    const __m256i r_hi =
+        _mm256_add_epi16(x_hi, _mm256_mulhrs_epi16(_mm256_sub_epi16(d_hi, x_hi), w));
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi16(r_lo, r_hi), 0xD8);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + i), packed);
   }
   for (; i < n; ++i) v[i] = blend(v[i], d[i], weight);
 }
 
-const bool kHasAvx2 = __builtin_cpu_supports("avx2");
+const bool kHasAvx2 = [] {
+  __builtin_cpu_init();  // this initialiser may run before libgcc's own
+  return __builtin_cpu_supports("avx2") != 0;
+}();
 
 template <>
 void blend_span<uint8_t>(uint8_t* __restrict v, const uint8_t* __restrict d, int64_t n,
@@ -359,8 +369,8 @@ void blend_span<uint8_t>(uint8_t* __restrict v, const uint8_t* __restrict d, int
 }
 
 template <typename T>
-void zero_row(T* __restrict v, const int8_t* __restrict col_zero, int32_t row_zero,
-              int32_t op, int32_t n) {
+void zero_row(T* __restrict v, const int8_t* __restrict col_zero, int32_t row_zero, int32_t op,
+              int32_t n) {
   for (int32_t x = 0; x < n; ++x) {
     const int32_t zero_op = std::max<int32_t>(row_zero, col_zero[x]);
     v[x] = zero_op == op ? T(0) : v[x];
@@ -368,25 +378,25 @@ void zero_row(T* __restrict v, const int8_t* __restrict col_zero, int32_t row_ze
 }
 
 template <typename In, typename Out>
-OBSAUG_CLONES void store_span(
-    const In* __restrict v, Out* __restrict out, int64_t n, float scale, float bias) {
+OBSAUG_CLONES void store_span(const In* __restrict v, Out* __restrict out, int64_t n, float scale,
+                              float bias) {
   for (int64_t x = 0; x < n; ++x) out[x] = to_output(v[x], scale, bias, static_cast<Out*>(nullptr));
 }
 
 // Everything about one sample's geometry that every plane and row reuses.
 struct SampleGeometry {
-  std::vector<AxisTrace> rows;            // [out_h]
-  std::vector<int32_t> row_source;        // [out_h] rows[y].source
-  std::vector<int8_t> col_zero;           // [out_w] AxisTrace::zero_op of each column
-  ColumnPlan source_columns;              // columns of the pipeline's input
-  std::vector<ColumnPlan> op_columns;     // [n_ops] pool columns each overlay reads
-  std::vector<bool> op_identity;          // overlay reads pool pixel (y, x) for output (y, x)
-  bool source_identity = false;           // output pixel (y, x) reads input pixel (y, x)
+  std::vector<AxisTrace> rows;         // [out_h]
+  std::vector<int32_t> row_source;     // [out_h] rows[y].source
+  std::vector<int8_t> col_zero;        // [out_w] AxisTrace::zero_op of each column
+  ColumnPlan source_columns;           // columns of the pipeline's input
+  std::vector<ColumnPlan> op_columns;  // [n_ops] pool columns each overlay reads
+  std::vector<bool> op_identity;       // overlay reads pool pixel (y, x) for output (y, x)
+  bool source_identity = false;        // output pixel (y, x) reads input pixel (y, x)
   // In place, rows must be written in an order that never overwrites a row
   // another output row still reads: +1 top-down (every row reads itself or
   // a row below), -1 bottom-up, 0 neither (then the plane is copied first).
   int row_order = 0;
-  RowTranslation translation;             // valid when the translation path applies
+  RowTranslation translation;  // valid when the translation path applies
 
   void build(const PipelineDesc& p, const OpDraw* draws) {
     rows.resize(p.out_h);
@@ -500,8 +510,8 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
       if (in_place && geometry.source_identity) {
         // nothing to move
       } else if (geometry.translation.valid) {
-        translate_plane(in, p.out_h, p.out_w, geometry.source_columns.shape,
-                        geometry.translation, values, scratch.rows.data(), scratch.edges.data());
+        translate_plane(in, p.out_h, p.out_w, geometry.source_columns.shape, geometry.translation,
+                        values, scratch.rows.data(), scratch.edges.data());
       } else {
         if (in_place && geometry.row_order == 0) {
           std::memcpy(scratch.in_plane.data(), in, sizeof(In) * in_plane);
@@ -524,8 +534,8 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
           for (int32_t y = 0; y < p.out_h; ++y) {
             gather_runs(pool_plane + static_cast<int64_t>(geometry.rows[y].at_op[k]) * op.out_w,
                         geometry.op_columns[k].runs, scratch.pool_row.data());
-            blend_span(values + static_cast<int64_t>(y) * p.out_w, scratch.pool_row.data(),
-                       p.out_w, weight);
+            blend_span(values + static_cast<int64_t>(y) * p.out_w, scratch.pool_row.data(), p.out_w,
+                       weight);
           }
         } else if (op.kind == OpKind::kShift && op.zeros) {
           for (int32_t y = 0; y < p.out_h; ++y) {

@@ -12,12 +12,12 @@ namespace obsaug {
 // the batch draws its parameters with counter word b (DESIGN.md section 3).
 template <typename In, typename Out>
 struct AugmentBuffers {
-  const In* in;          // [batch, channels, in_h, in_w]
-  Out* out;              // [batch, channels, out_h, out_w]
-  const uint8_t* pool;   // [P, C, pool_h, pool_w] or null without overlay
+  const In* in;         // [batch, channels, in_h, in_w]
+  Out* out;             // [batch, channels, out_h, out_w]
+  const uint8_t* pool;  // [P, C, pool_h, pool_w] or null without overlay
   int64_t batch;
-  int64_t channels;      // S * C
-  float scale;           // float output: out = v * scale + bias
+  int64_t channels;  // S * C
+  float scale;       // float output: out = v * scale + bias
   float bias;
 };
 

@@ -48,7 +48,8 @@ __device__ void stage_plane(const T* __restrict__ src, T* __restrict__ dst, int6
     for (int64_t i = threadIdx.x; i < vectors; i += blockDim.x) d[i] = s[i];
     const unsigned char* s_bytes = reinterpret_cast<const unsigned char*>(src);
     unsigned char* d_bytes = reinterpret_cast<unsigned char*>(dst);
-    for (int64_t i = vectors * 16 + threadIdx.x; i < bytes; i += blockDim.x) d_bytes[i] = s_bytes[i];
+    for (int64_t i = vectors * 16 + threadIdx.x; i < bytes; i += blockDim.x)
+      d_bytes[i] = s_bytes[i];
   } else {
     for (int64_t i = threadIdx.x; i < count; i += blockDim.x) dst[i] = src[i];
   }
@@ -97,8 +98,8 @@ __global__ void __launch_bounds__(kThreads)
         uint4 vector;
         Out scalars[kPerThread];
       } values;
-      const int count = out_plane - first < kPerThread ? static_cast<int>(out_plane - first)
-                                                       : kPerThread;
+      const int count =
+          out_plane - first < kPerThread ? static_cast<int>(out_plane - first) : kPerThread;
       int32_t y = static_cast<int32_t>(first / p.out_w);
       int32_t x = static_cast<int32_t>(first % p.out_w);
 #pragma unroll
@@ -150,17 +151,16 @@ int augment_cuda(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf, cuda
       shared_layout(p, static_cast<int64_t>(p.in_h) * p.in_w * sizeof(In), in_place);
   const int64_t max_blocks = static_cast<int64_t>(sm_count > 0 ? sm_count : 1) * 64;
   const unsigned blocks = static_cast<unsigned>(planes < max_blocks ? planes : max_blocks);
-  augment_kernel<In, Out><<<blocks, kThreads, static_cast<size_t>(layout.total()), stream>>>(
-      p, buf, layout);
+  augment_kernel<In, Out>
+      <<<blocks, kThreads, static_cast<size_t>(layout.total()), stream>>>(p, buf, layout);
   return static_cast<int>(cudaGetLastError());
 }
 
 template int augment_cuda<uint8_t, uint8_t>(const PipelineDesc&,
-                                            const AugmentBuffers<uint8_t, uint8_t>&,
-                                            cudaStream_t, int);
+                                            const AugmentBuffers<uint8_t, uint8_t>&, cudaStream_t,
+                                            int);
 template int augment_cuda<uint8_t, float>(const PipelineDesc&,
-                                          const AugmentBuffers<uint8_t, float>&, cudaStream_t,
-                                          int);
+                                          const AugmentBuffers<uint8_t, float>&, cudaStream_t, int);
 template int augment_cuda<float, float>(const PipelineDesc&, const AugmentBuffers<float, float>&,
                                         cudaStream_t, int);
 

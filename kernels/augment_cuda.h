@@ -23,7 +23,7 @@ bool cuda_can_stage(const PipelineDesc& p, int64_t in_plane_bytes);
 // Enqueues the fused pipeline on `stream`; returns cudaGetLastError() of the
 // launch as an int (0 = success). No synchronisation, no allocation.
 template <typename In, typename Out>
-int augment_cuda(const PipelineDesc& p, const AugmentBuffers<In, Out>& buffers,
-                 cudaStream_t stream, int sm_count);
+int augment_cuda(const PipelineDesc& p, const AugmentBuffers<In, Out>& buffers, cudaStream_t stream,
+                 int sm_count);
 
 }  // namespace obsaug

@@ -45,13 +45,11 @@ OBSAUG_HD Philox4 philox4x32_10(Philox4 counter, uint32_t key0, uint32_t key1) {
 // key = (seed lo, seed hi), counter = (step lo, step hi, b, k | s << 16),
 // with b the sample index, k the op's index in the pipeline, s the frame
 // index (0 unless the op draws per frame).
-OBSAUG_HD Philox4 draw_block(uint64_t seed, uint64_t step, uint32_t sample,
-                             uint32_t op_index, uint32_t frame) {
-  const Philox4 counter{{static_cast<uint32_t>(step),
-                         static_cast<uint32_t>(step >> 32), sample,
+OBSAUG_HD Philox4 draw_block(uint64_t seed, uint64_t step, uint32_t sample, uint32_t op_index,
+                             uint32_t frame) {
+  const Philox4 counter{{static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32), sample,
                          (op_index & 0xffffu) | (frame << 16)}};
-  return philox4x32_10(counter, static_cast<uint32_t>(seed),
-                       static_cast<uint32_t>(seed >> 32));
+  return philox4x32_10(counter, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 
 // Uniform integer in [0, n): floor(r * n / 2^32).
@@ -60,8 +58,6 @@ OBSAUG_HD uint32_t below(uint32_t r, uint32_t n) {
 }
 
 // Uniform float in [0, 1) with 24 random bits.
-OBSAUG_HD float unit(uint32_t r) {
-  return static_cast<float>(r >> 8) * (1.0f / 16777216.0f);
-}
+OBSAUG_HD float unit(uint32_t r) { return static_cast<float>(r >> 8) * (1.0f / 16777216.0f); }
 
 }  // namespace obsaug

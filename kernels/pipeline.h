@@ -28,14 +28,14 @@ enum class OpKind : int32_t { kShift = 0, kCrop = 1, kOverlay = 2 };
 // value into kernels inside PipelineDesc.
 struct OpDesc {
   OpKind kind;
-  uint32_t index;          // k in the Philox counter (DESIGN.md section 3)
-  int32_t in_h, in_w;      // frame size this op reads
-  int32_t out_h, out_w;    // frame size this op writes
-  int32_t pad;             // shift: maximum offset p
-  bool zeros;              // shift: zero fill (else replicate the border)
-  bool center;             // crop: centre offsets instead of random
-  bool per_frame;          // overlay: one draw per stacked frame
-  uint32_t weight_lo;      // overlay: w range, 0..256
+  uint32_t index;        // k in the Philox counter (DESIGN.md section 3)
+  int32_t in_h, in_w;    // frame size this op reads
+  int32_t out_h, out_w;  // frame size this op writes
+  int32_t pad;           // shift: maximum offset p
+  bool zeros;            // shift: zero fill (else replicate the border)
+  bool center;           // crop: centre offsets instead of random
+  bool per_frame;        // overlay: one draw per stacked frame
+  uint32_t weight_lo;    // overlay: w range, 0..256
   uint32_t weight_hi;
 };
 
@@ -57,8 +57,7 @@ struct OpDraw {
   int32_t b;
 };
 
-OBSAUG_HD OpDraw draw_op(const PipelineDesc& p, const OpDesc& op,
-                         uint32_t sample, uint32_t frame) {
+OBSAUG_HD OpDraw draw_op(const PipelineDesc& p, const OpDesc& op, uint32_t sample, uint32_t frame) {
   switch (op.kind) {
     case OpKind::kShift: {
       const Philox4 r = draw_block(p.seed, p.step, sample, op.index, 0);
@@ -78,10 +77,8 @@ OBSAUG_HD OpDraw draw_op(const PipelineDesc& p, const OpDesc& op,
     }
     case OpKind::kOverlay:
     default: {
-      const Philox4 r =
-          draw_block(p.seed, p.step, sample, op.index, op.per_frame ? frame : 0);
-      const uint32_t weight =
-          op.weight_lo + below(r.v[1], op.weight_hi - op.weight_lo + 1u);
+      const Philox4 r = draw_block(p.seed, p.step, sample, op.index, op.per_frame ? frame : 0);
+      const uint32_t weight = op.weight_lo + below(r.v[1], op.weight_hi - op.weight_lo + 1u);
       return OpDraw{static_cast<int32_t>(below(r.v[0], static_cast<uint32_t>(p.pool_size))),
                     static_cast<int32_t>(weight)};
     }
@@ -163,8 +160,8 @@ OBSAUG_HD float add_rn(float a, float b) {
 OBSAUG_HD uint8_t blend(uint8_t x, uint8_t d, uint32_t w) {
   const uint16_t keep = static_cast<uint16_t>(kWeightOne - w);
   const uint16_t take = static_cast<uint16_t>(w);
-  const uint16_t mixed = static_cast<uint16_t>(
-      static_cast<uint16_t>(x * keep) + static_cast<uint16_t>(d * take) + 128u);
+  const uint16_t mixed = static_cast<uint16_t>(static_cast<uint16_t>(x * keep) +
+                                               static_cast<uint16_t>(d * take) + 128u);
   return static_cast<uint8_t>(mixed >> 8);
 }
 // float32 (0..255): (1 - w/256) * x + (w/256) * d.
@@ -186,8 +183,7 @@ OBSAUG_HD uint8_t to_output(uint8_t v, float, float, uint8_t*) { return v; }
 // Index of pool pixel (image, channel, y, x) in a contiguous [P, C, H, W] pool.
 OBSAUG_HD int64_t pool_offset(const PipelineDesc& p, const OpDesc& op, int32_t image,
                               int32_t channel, int32_t y, int32_t x) {
-  return ((static_cast<int64_t>(image) * p.frame_channels + channel) * op.out_h + y) *
-             op.out_w + x;
+  return ((static_cast<int64_t>(image) * p.frame_channels + channel) * op.out_h + y) * op.out_w + x;
 }
 
 // One output pixel of one channel plane, evaluated from scratch. `in_plane`
@@ -198,8 +194,7 @@ OBSAUG_HD T eval_pixel(const PipelineDesc& p, const OpDraw* draws, const AxisTra
                        const AxisTrace& col, const T* in_plane, const uint8_t* pool,
                        int32_t channel) {
   const int32_t zero_op = zero_op_of(row, col);
-  T v = zero_op < 0 ? in_plane[static_cast<int64_t>(row.source) * p.in_w + col.source]
-                    : T(0);
+  T v = zero_op < 0 ? in_plane[static_cast<int64_t>(row.source) * p.in_w + col.source] : T(0);
   for (int k = zero_op + 1; k < p.n_ops; ++k) {
     const OpDesc& op = p.ops[k];
     if (op.kind != OpKind::kOverlay) continue;

@@ -21,9 +21,12 @@ std::vector<std::string> split(const std::string& text, char sep) {
 
 const char* kind_name(OpKind kind) {
   switch (kind) {
-    case OpKind::kShift: return "shift";
-    case OpKind::kCrop: return "crop";
-    case OpKind::kOverlay: return "overlay";
+    case OpKind::kShift:
+      return "shift";
+    case OpKind::kCrop:
+      return "crop";
+    case OpKind::kOverlay:
+      return "overlay";
   }
   return "?";
 }
@@ -40,8 +43,7 @@ int64_t parse_int(const std::string& where, const std::string& value) {
 double parse_double(const std::string& where, const std::string& value) {
   char* end = nullptr;
   const double parsed = std::strtod(value.c_str(), &end);
-  TORCH_CHECK_VALUE(!value.empty() && *end == '\0', where, " must be a number, got '", value,
-                    "'");
+  TORCH_CHECK_VALUE(!value.empty() && *end == '\0', where, " must be a number, got '", value, "'");
   return parsed;
 }
 
@@ -139,16 +141,19 @@ Pipeline parse_pipeline(const std::string& text) {
     bool has_size = false;
     for (const std::string& field : split(op_text, ',')) {
       const auto eq = field.find('=');
-      TORCH_CHECK_VALUE(eq != std::string::npos, where, ": expected key=value, got '", field,
-                        "'");
+      TORCH_CHECK_VALUE(eq != std::string::npos, where, ": expected key=value, got '", field, "'");
       const std::string key = field.substr(0, eq);
       const std::string value = field.substr(eq + 1);
       const std::string at = where + " key '" + key + "'";
       if (key == "op") {
-        if (value == "shift") op.kind = OpKind::kShift;
-        else if (value == "crop") op.kind = OpKind::kCrop;
-        else if (value == "overlay") op.kind = OpKind::kOverlay;
-        else TORCH_CHECK_VALUE(false, where, ": op must be shift, crop or overlay, got '", value, "'");
+        if (value == "shift")
+          op.kind = OpKind::kShift;
+        else if (value == "crop")
+          op.kind = OpKind::kCrop;
+        else if (value == "overlay")
+          op.kind = OpKind::kOverlay;
+        else
+          TORCH_CHECK_VALUE(false, where, ": op must be shift, crop or overlay, got '", value, "'");
         named = true;
       } else if (key == "index") {
         op.index = parse_int(at, value);
@@ -242,10 +247,8 @@ PipelineDesc resolve_pipeline(const Pipeline& pipeline, const FrameGeometry& g, 
                               uint64_t step) {
   TORCH_CHECK_VALUE(static_cast<int>(pipeline.size()) <= kMaxOps, "a pipeline holds at most ",
                     kMaxOps, " ops, got ", pipeline.size());
-  TORCH_CHECK_VALUE(g.height >= 1 && g.width >= 1 && g.height <= (1 << 30) &&
-                        g.width <= (1 << 30),
-                    "obs frames must be between 1x1 and 2^30 x 2^30, got ", g.height, "x",
-                    g.width);
+  TORCH_CHECK_VALUE(g.height >= 1 && g.width >= 1 && g.height <= (1 << 30) && g.width <= (1 << 30),
+                    "obs frames must be between 1x1 and 2^30 x 2^30, got ", g.height, "x", g.width);
   PipelineDesc desc{};
   desc.n_ops = static_cast<int32_t>(pipeline.size());
   desc.in_h = static_cast<int32_t>(g.height);
@@ -271,9 +274,9 @@ PipelineDesc resolve_pipeline(const Pipeline& pipeline, const FrameGeometry& g, 
         op.zeros = spec.zeros;
         break;
       case OpKind::kCrop:
-        TORCH_CHECK_VALUE(spec.crop_h <= h && spec.crop_w <= w, where, ": crop size ",
-                          spec.crop_h, "x", spec.crop_w, " is larger than its input ", h, "x",
-                          w, "; the crop must fit inside the frame");
+        TORCH_CHECK_VALUE(spec.crop_h <= h && spec.crop_w <= w, where, ": crop size ", spec.crop_h,
+                          "x", spec.crop_w, " is larger than its input ", h, "x", w,
+                          "; the crop must fit inside the frame");
         op.center = spec.center;
         op.out_h = h = static_cast<int32_t>(spec.crop_h);
         op.out_w = w = static_cast<int32_t>(spec.crop_w);

@@ -106,10 +106,9 @@ at::Tensor non_contiguous(const at::Tensor& t, int mode) {
   const int64_t h = e.size(2), w = e.size(3), c = e.size(1);
   int64_t mismatches = 0, first = -1;
   for (int64_t i = 0; i < e.numel(); ++i) {
-    const bool differ =
-        std::memcmp(static_cast<const char*>(e.data_ptr()) + i * e.element_size(),
-                    static_cast<const char*>(g.data_ptr()) + i * e.element_size(),
-                    e.element_size()) != 0;
+    const bool differ = std::memcmp(static_cast<const char*>(e.data_ptr()) + i * e.element_size(),
+                                    static_cast<const char*>(g.data_ptr()) + i * e.element_size(),
+                                    e.element_size()) != 0;
     if (differ && first < 0) first = i;
     mismatches += differ;
   }
@@ -119,9 +118,10 @@ at::Tensor non_contiguous(const at::Tensor& t, int mode) {
   };
   std::ostringstream where;
   where.precision(9);
-  where << mismatches << " of " << e.numel() << " elements differ; first at [b=" << first / (c * h * w)
-        << ", c=" << first / (h * w) % c << ", y=" << first / w % h << ", x=" << first % w
-        << "]: got " << value(g, first) << ", expected " << value(e, first);
+  where << mismatches << " of " << e.numel()
+        << " elements differ; first at [b=" << first / (c * h * w) << ", c=" << first / (h * w) % c
+        << ", y=" << first / w % h << ", x=" << first % w << "]: got " << value(g, first)
+        << ", expected " << value(e, first);
   return ::testing::AssertionFailure() << where.str();
 }
 
@@ -159,8 +159,8 @@ void reference_loop(const PipelineDesc& p, const In* in, const uint8_t* pool, Ou
         for (int32_t x = 0; x < p.out_w; ++x) {
           const AxisTrace row = trace_axis(p, draws, 0, y);
           const AxisTrace col = trace_axis(p, draws, 1, x);
-          const In v = eval_pixel(p, draws, row, col, in + plane * in_plane, pool,
-                                  channel_in_frame);
+          const In v =
+              eval_pixel(p, draws, row, col, in + plane * in_plane, pool, channel_in_frame);
           out[plane * out_plane + static_cast<int64_t>(y) * p.out_w + x] =
               to_output(v, scale, bias, static_cast<Out*>(nullptr));
         }
@@ -213,8 +213,8 @@ struct Case {
 };
 
 Case random_case(std::mt19937_64& rng) {
-  static const int64_t kSizes[][2] = {{1, 1}, {2, 3}, {3, 2}, {83, 85}, {84, 84}, {5, 7},
-                                      {16, 9}, {1, 6}, {7, 1}, {31, 33}};
+  static const int64_t kSizes[][2] = {{1, 1}, {2, 3},  {3, 2}, {83, 85}, {84, 84},
+                                      {5, 7}, {16, 9}, {1, 6}, {7, 1},   {31, 33}};
   Case c;
   const auto pick = [&](int64_t lo, int64_t hi) {  // uniform in [lo, hi]
     return lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 1));
@@ -361,9 +361,13 @@ TEST(AugmentReference, EdgeGeometries) {
     const at::Tensor* pool;
   };
   const std::vector<Fixed> fixed = {
-      {{2, 2, 2, 300}, {OpSpec::shift(40), OpSpec::overlay(0.4, 0.9, true), OpSpec::shift(3, "zeros")}, &pool_wide},
+      {{2, 2, 2, 300},
+       {OpSpec::shift(40), OpSpec::overlay(0.4, 0.9, true), OpSpec::shift(3, "zeros")},
+       &pool_wide},
       {{3, 1, 4, 4}, {OpSpec::shift(50, "zeros"), OpSpec::shift(50)}, nullptr},
-      {{3, 1, 4, 4}, {OpSpec::shift(50), OpSpec::shift(50, "zeros"), OpSpec::shift(1, "zeros")}, nullptr},
+      {{3, 1, 4, 4},
+       {OpSpec::shift(50), OpSpec::shift(50, "zeros"), OpSpec::shift(1, "zeros")},
+       nullptr},
       {{2, 3, 9, 11}, {OpSpec::crop(9, 1), OpSpec::shift(2)}, nullptr},
       {{2, 3, 9, 11}, {OpSpec::crop(1, 11), OpSpec::shift(2, "zeros")}, nullptr},
       {{1, 1, 1, 1}, {OpSpec::shift(1), OpSpec::crop(1, 1), OpSpec::shift(3, "zeros")}, nullptr},
@@ -413,7 +417,8 @@ TEST(AugmentByHand, ShiftReplicateAndZeros) {
   {
     // dx = 1, dy = -1: out[y][x] = in[y - 1][x + 1].
     const uint64_t seed = seed_for_shift(1, 1, -1);
-    const PipelineDesc p = resolve_pipeline({OpSpec::shift(1)}, geometry_of(img, nullptr), seed, kStep);
+    const PipelineDesc p =
+        resolve_pipeline({OpSpec::shift(1)}, geometry_of(img, nullptr), seed, kStep);
     const OpDraw d = draw_op(p, p.ops[0], 0, 0);
     EXPECT_EQ(d.a, 1);
     EXPECT_EQ(d.b, -1);
@@ -423,7 +428,8 @@ TEST(AugmentByHand, ShiftReplicateAndZeros) {
               (std::vector<int>{0, 0, 0, 2, 3, 0, 5, 6, 0}));
     const at::Tensor f = ops::shift(img.to(at::kFloat), seed, kStep, 1, "zeros");
     EXPECT_EQ(f.scalar_type(), at::kFloat);
-    EXPECT_TRUE(at::equal(f, at::tensor({0, 0, 0, 2, 3, 0, 5, 6, 0}, at::kFloat).view({1, 1, 3, 3})));
+    EXPECT_TRUE(
+        at::equal(f, at::tensor({0, 0, 0, 2, 3, 0, 5, 6, 0}, at::kFloat).view({1, 1, 3, 3})));
   }
   {
     // dx = -1, dy = 0: out[y][x] = in[y][x - 1].
@@ -452,7 +458,8 @@ TEST(AugmentByHand, ShiftDrawsPerSampleAndOpIndex) {
   for (int64_t op_index : {0, 3}) {
     const at::Tensor out = ops::shift(batch, 77, 9, 1, "zeros", op_index);
     for (int64_t b = 0; b < 40; ++b) {
-      const Philox4 r = draw_block(77, 9, static_cast<uint32_t>(b), static_cast<uint32_t>(op_index), 0);
+      const Philox4 r =
+          draw_block(77, 9, static_cast<uint32_t>(b), static_cast<uint32_t>(op_index), 0);
       const int dx = static_cast<int>(below(r.v[0], 3)) - 1;
       const int dy = static_cast<int>(below(r.v[1], 3)) - 1;
       std::vector<int> expected;
@@ -481,9 +488,8 @@ TEST(AugmentByHand, Crop) {
     EXPECT_EQ(u8_values(ops::crop(img, s, kStep, 2, 2, true)), (std::vector<int>{2, 3, 6, 7}));
   // Full size is the identity; a 3x1 column picks column ox.
   EXPECT_TRUE(at::equal(ops::crop(img, seed, kStep, 3, 4), img));
-  const uint64_t seed_col = find_seed([](uint64_t s) {
-    return below(draw_block(s, kStep, 0, 0, 0).v[0], 4) == 3;
-  });
+  const uint64_t seed_col =
+      find_seed([](uint64_t s) { return below(draw_block(s, kStep, 0, 0, 0).v[0], 4) == 3; });
   EXPECT_EQ(u8_values(ops::crop(img, seed_col, kStep, 3, 1)), (std::vector<int>{4, 8, 12}));
 }
 
@@ -513,8 +519,8 @@ TEST(AugmentByHand, OverlayUint8Formula) {
   const at::Tensor obs = u8_from({1, 3, 2, 2}, {0, 255, 100, 7, 0, 255, 100, 7, 200, 37, 255, 0});
   at::Tensor pool = at::full({3, 3, 2, 2}, 1, at::kByte);
   pool[2].copy_(u8_from({3, 2, 2}, {255, 0, 51, 8, 255, 0, 51, 8, 10, 250, 0, 255}));
-  const uint64_t seed = find_seed(
-      [](uint64_t s) { return overlay_draw(s, kStep, 0, 0, 0, 3, 0, 0).index == 2; });
+  const uint64_t seed =
+      find_seed([](uint64_t s) { return overlay_draw(s, kStep, 0, 0, 0, 3, 0, 0).index == 2; });
   // w = 128: (x * 128 + d * 128 + 128) >> 8.
   EXPECT_EQ(u8_values(ops::overlay(obs, pool, seed, kStep, 0.5)),
             (std::vector<int>{128, 128, 76, 8, 128, 128, 76, 8, 105, 144, 128, 128}));
@@ -556,8 +562,8 @@ TEST(AugmentByHand, OverlayFloatWithinTolerance) {
     for (int64_t c = 0; c < 2; ++c)
       for (int64_t y = 0; y < 5; ++y)
         for (int64_t x = 0; x < 6; ++x) {
-          const double expected = (1 - w) * obs[b][c][y][x].item<float>() +
-                                  w * pool[idx][0][y][x].item<uint8_t>();
+          const double expected =
+              (1 - w) * obs[b][c][y][x].item<float>() + w * pool[idx][0][y][x].item<uint8_t>();
           EXPECT_NEAR(out[b][c][y][x].item<float>(), expected, 1e-4);
         }
   }
@@ -590,14 +596,16 @@ TEST(AugmentByHand, OverlayPerFrame) {
   // A seed whose three frames draw three different images.
   const uint64_t seed = find_seed([&](uint64_t s) {
     std::set<uint32_t> seen;
-    for (uint32_t f = 0; f < 3; ++f) seen.insert(overlay_draw(s, kStep, 0, 0, f, P, 256, 256).index);
+    for (uint32_t f = 0; f < 3; ++f)
+      seen.insert(overlay_draw(s, kStep, 0, 0, f, P, 256, 256).index);
     return seen.size() == 3;
   });
   const at::Tensor per_frame = ops::overlay(obs, pool, seed, kStep, 1.0, std::nullopt, true);
   const at::Tensor shared = ops::overlay(obs, pool, seed, kStep, 1.0, std::nullopt, false);
   const uint32_t idx0 = overlay_draw(seed, kStep, 0, 0, 0, P, 256, 256).index;
   for (int64_t f = 0; f < 3; ++f) {
-    const uint32_t idx = overlay_draw(seed, kStep, 0, 0, static_cast<uint32_t>(f), P, 256, 256).index;
+    const uint32_t idx =
+        overlay_draw(seed, kStep, 0, 0, static_cast<uint32_t>(f), P, 256, 256).index;
     const int v = static_cast<int>(50 * idx);
     EXPECT_EQ(u8_values(per_frame[0][f]), (std::vector<int>{v, v, v, v})) << "frame " << f;
     const int v0 = static_cast<int>(50 * idx0);
@@ -611,10 +619,13 @@ TEST(AugmentByHand, OverlayAfterShiftReadsThePoolAtItsStage) {
   const at::Tensor img = u8_from({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
   const at::Tensor pool = u8_from({1, 1, 3, 3}, {11, 12, 13, 14, 15, 16, 17, 18, 19});
   const uint64_t seed = seed_for_shift(1, 1, -1);
-  EXPECT_EQ(u8_values(ops::augment(img, pool, {OpSpec::shift(1), OpSpec::overlay(1.0)}, seed, kStep)),
-            (std::vector<int>{11, 12, 13, 14, 15, 16, 17, 18, 19}));
-  EXPECT_EQ(u8_values(ops::augment(img, pool, {OpSpec::overlay(1.0), OpSpec::shift(1, "zeros").at_index(0)}, seed, kStep)),
-            (std::vector<int>{0, 0, 0, 12, 13, 0, 15, 16, 0}));
+  EXPECT_EQ(
+      u8_values(ops::augment(img, pool, {OpSpec::shift(1), OpSpec::overlay(1.0)}, seed, kStep)),
+      (std::vector<int>{11, 12, 13, 14, 15, 16, 17, 18, 19}));
+  EXPECT_EQ(
+      u8_values(ops::augment(
+          img, pool, {OpSpec::overlay(1.0), OpSpec::shift(1, "zeros").at_index(0)}, seed, kStep)),
+      (std::vector<int>{0, 0, 0, 12, 13, 0, 15, 16, 0}));
   // A zero-padded shift after the overlay blanks the distractor too; the
   // next overlay blends over that zero: (0 * 128 + 11..19 * 128 + 128) >> 8.
   const Pipeline p = {OpSpec::overlay(1.0), OpSpec::shift(1, "zeros").at_index(0),
@@ -675,21 +686,26 @@ TEST(AugmentApi, SingleOpWrappersEqualAugment) {
   std::mt19937_64 rng(8);
   const at::Tensor pool = random_u8({3, 3, 10, 12}, rng);
   const at::Tensor obs = random_u8({5, 6, 10, 12}, rng);
-  EXPECT_TRUE(same_bits(ops::augment(obs, std::nullopt, {OpSpec::shift(3, "zeros").at_index(2)}, 1, 2),
-                        ops::shift(obs, 1, 2, 3, "zeros", 2)));
+  EXPECT_TRUE(
+      same_bits(ops::augment(obs, std::nullopt, {OpSpec::shift(3, "zeros").at_index(2)}, 1, 2),
+                ops::shift(obs, 1, 2, 3, "zeros", 2)));
   EXPECT_TRUE(same_bits(ops::augment(obs, std::nullopt, {OpSpec::crop(7, 9).at_index(4)}, 1, 2),
                         ops::crop(obs, 1, 2, 7, 9, false, 4)));
-  EXPECT_TRUE(same_bits(ops::augment(obs, pool, {OpSpec::overlay(0.2, 0.6, true).at_index(1)}, 1, 2),
-                        ops::overlay(obs, pool, 1, 2, 0.2, 0.6, true, 1)));
+  EXPECT_TRUE(
+      same_bits(ops::augment(obs, pool, {OpSpec::overlay(0.2, 0.6, true).at_index(1)}, 1, 2),
+                ops::overlay(obs, pool, 1, 2, 0.2, 0.6, true, 1)));
 }
 
 TEST(AugmentApi, DrawsDependOnSeedAndStepOnly) {
   std::mt19937_64 rng(9);
   const at::Tensor obs = random_u8({16, 3, 16, 16}, rng);
   const Pipeline p = {OpSpec::shift(4)};
-  EXPECT_TRUE(at::equal(ops::augment(obs, std::nullopt, p, 1, 2), ops::augment(obs, std::nullopt, p, 1, 2)));
-  EXPECT_FALSE(at::equal(ops::augment(obs, std::nullopt, p, 1, 2), ops::augment(obs, std::nullopt, p, 1, 3)));
-  EXPECT_FALSE(at::equal(ops::augment(obs, std::nullopt, p, 1, 2), ops::augment(obs, std::nullopt, p, 2, 2)));
+  EXPECT_TRUE(at::equal(ops::augment(obs, std::nullopt, p, 1, 2),
+                        ops::augment(obs, std::nullopt, p, 1, 2)));
+  EXPECT_FALSE(at::equal(ops::augment(obs, std::nullopt, p, 1, 2),
+                         ops::augment(obs, std::nullopt, p, 1, 3)));
+  EXPECT_FALSE(at::equal(ops::augment(obs, std::nullopt, p, 1, 2),
+                         ops::augment(obs, std::nullopt, p, 2, 2)));
 }
 
 TEST(AugmentApi, OutputShapeAndEmptyBatch) {
@@ -747,7 +763,8 @@ TEST(AugmentErrors, WrongObsDims) {
   expect_mentions(error_of<c10::TypeError>([&] { ops::shift(obs, 0, 0); }),
                   {"4 dims", "[B, S*C, H, W]", "[3, 8, 8]"});
   at::Tensor obs5 = at::zeros({1, 2, 3, 8, 8}, at::kByte);
-  expect_mentions(error_of<c10::TypeError>([&] { ops::augment_(obs5, std::nullopt, {OpSpec::shift(1)}, 0, 0); }),
+  expect_mentions(error_of<c10::TypeError>(
+                      [&] { ops::augment_(obs5, std::nullopt, {OpSpec::shift(1)}, 0, 0); }),
                   {"4 dims"});
 }
 
@@ -772,13 +789,18 @@ TEST(AugmentErrors, PoolOfTheWrongSize) {
 
 TEST(AugmentErrors, BadPool) {
   const at::Tensor obs = at::zeros({2, 3, 8, 8}, at::kByte);
-  expect_mentions(error_of<c10::TypeError>([&] { ops::overlay(obs, at::zeros({5, 3, 8, 8}, at::kFloat), 0, 0); }),
+  expect_mentions(error_of<c10::TypeError>([&] {
+                    ops::overlay(obs, at::zeros({5, 3, 8, 8}, at::kFloat), 0, 0);
+                  }),
                   {"pool", "uint8", "Float"});
-  expect_mentions(error_of<c10::TypeError>([&] { ops::overlay(obs, at::zeros({3, 8, 8}, at::kByte), 0, 0); }),
+  expect_mentions(error_of<c10::TypeError>([&] {
+                    ops::overlay(obs, at::zeros({3, 8, 8}, at::kByte), 0, 0);
+                  }),
                   {"pool", "[P, C, H, W]"});
   // A pool with P = 0 images was passed: the message must not claim there is no pool.
-  const std::string empty = error_of<c10::ValueError>(
-      [&] { ops::overlay(obs, at::zeros({0, 3, 8, 8}, at::kByte), 0, 0); });
+  const std::string empty = error_of<c10::ValueError>([&] {
+    ops::overlay(obs, at::zeros({0, 3, 8, 8}, at::kByte), 0, 0);
+  });
   expect_mentions(empty, {"pool", "P >= 1", "empty"});
   EXPECT_EQ(empty.find("no pool"), std::string::npos) << empty;
 }
@@ -789,9 +811,8 @@ TEST(AugmentErrors, OverlayWithoutPool) {
                     ops::augment(obs, std::nullopt, {OpSpec::shift(1), OpSpec::overlay(0.5)}, 0, 0);
                   }),
                   {"overlay", "pool", "None"});
-  expect_mentions(error_of<c10::ValueError>([&] {
-                    ops::augment(obs, at::Tensor(), {OpSpec::overlay(0.5)}, 0, 0);
-                  }),
+  expect_mentions(error_of<c10::ValueError>(
+                      [&] { ops::augment(obs, at::Tensor(), {OpSpec::overlay(0.5)}, 0, 0); }),
                   {"pool"});
 }
 
@@ -812,9 +833,8 @@ TEST(AugmentErrors, BadOutputOptions) {
   expect_mentions(error_of<c10::TypeError>([&] { ops::augment(obs, std::nullopt, {}, 0, 0, o); }),
                   {"out_dtype", "uint8 or float32", "Long"});
   o.dtype = at::kByte;
-  expect_mentions(error_of<c10::TypeError>([&] {
-                    ops::augment(obs.to(at::kFloat), std::nullopt, {}, 0, 0, o);
-                  }),
+  expect_mentions(error_of<c10::TypeError>(
+                      [&] { ops::augment(obs.to(at::kFloat), std::nullopt, {}, 0, 0, o); }),
                   {"out_dtype uint8", "float32"});
   o.scale = 2.0;
   expect_mentions(error_of<c10::ValueError>([&] { ops::augment(obs, std::nullopt, {}, 0, 0, o); }),
@@ -884,11 +904,14 @@ TEST(AugmentCuda, MatchesCpuBitForBit) {
       SCOPED_TRACE(c10::toString(obs.scalar_type()));
       const at::Tensor obs_cuda = obs.to(at::kCUDA);
       const at::Tensor cpu = ops::augment(obs, pool, c.pipeline, c.seed, c.step);
-      EXPECT_TRUE(same_bits(cpu, ops::augment(obs_cuda, pool_cuda, c.pipeline, c.seed, c.step).cpu()));
-      EXPECT_TRUE(same_bits(ops::augment(obs, pool, c.pipeline, c.seed, c.step, affine),
-                            ops::augment(obs_cuda, pool_cuda, c.pipeline, c.seed, c.step, affine).cpu()));
-      EXPECT_TRUE(same_bits(cpu, ops::augment(non_contiguous(obs_cuda, trial), pool_cuda,
-                                              c.pipeline, c.seed, c.step).cpu()))
+      EXPECT_TRUE(
+          same_bits(cpu, ops::augment(obs_cuda, pool_cuda, c.pipeline, c.seed, c.step).cpu()));
+      EXPECT_TRUE(
+          same_bits(ops::augment(obs, pool, c.pipeline, c.seed, c.step, affine),
+                    ops::augment(obs_cuda, pool_cuda, c.pipeline, c.seed, c.step, affine).cpu()));
+      EXPECT_TRUE(same_bits(
+          cpu, ops::augment(non_contiguous(obs_cuda, trial), pool_cuda, c.pipeline, c.seed, c.step)
+                   .cpu()))
           << "non-contiguous";
       if (c.keeps_size) {
         at::Tensor target = obs_cuda.clone();
@@ -934,8 +957,8 @@ TEST(BlendBytes, MatchesBlendForEveryInput) {
     std::copy(d.begin(), d.begin() + 65536, dd.begin() + offset);
     blend_bytes(v.data() + offset, dd.data() + offset, 65536, w);
     for (int i = 0; i < 65536; ++i) {
-      ASSERT_EQ(v[offset + i], blend(x[i], d[i], w)) << "x=" << int(x[i]) << " d=" << int(d[i])
-                                                     << " w=" << w;
+      ASSERT_EQ(v[offset + i], blend(x[i], d[i], w))
+          << "x=" << int(x[i]) << " d=" << int(d[i]) << " w=" << w;
     }
   }
 }

@@ -1,10 +1,10 @@
 // Philox4x32-10 against the Random123 known-answer vectors, and the counter
 // layout of DESIGN.md section 3.
-#include "kernels/philox.h"
-
 #include <gtest/gtest.h>
 
 #include <vector>
+
+#include "kernels/philox.h"
 
 namespace obsaug {
 namespace {
@@ -18,9 +18,8 @@ TEST(Philox, KnownAnswerZero) {
 }
 
 TEST(Philox, KnownAnswerAllOnes) {
-  const Philox4 r =
-      philox4x32_10(Philox4{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}},
-                    0xffffffffu, 0xffffffffu);
+  const Philox4 r = philox4x32_10(Philox4{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}},
+                                  0xffffffffu, 0xffffffffu);
   EXPECT_EQ(r.v[0], 0x408f276du);
   EXPECT_EQ(r.v[1], 0x41c83b0eu);
   EXPECT_EQ(r.v[2], 0xa20bc7c6u);
@@ -40,8 +39,8 @@ TEST(Philox, KnownAnswerPi) {
 TEST(Philox, DrawBlockLayout) {
   const uint64_t seed = 0x0123456789abcdefull;
   const uint64_t step = 0xfedcba9876543210ull;
-  const Philox4 expected = philox4x32_10(
-      Philox4{{0x76543210u, 0xfedcba98u, 7u, 3u | (5u << 16)}}, 0x89abcdefu, 0x01234567u);
+  const Philox4 expected = philox4x32_10(Philox4{{0x76543210u, 0xfedcba98u, 7u, 3u | (5u << 16)}},
+                                         0x89abcdefu, 0x01234567u);
   const Philox4 got = draw_block(seed, step, 7, 3, 5);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(got.v[i], expected.v[i]) << "word " << i;
 }

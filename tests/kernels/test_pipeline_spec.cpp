@@ -1,7 +1,5 @@
 // The pipeline's text form (parse_pipeline / format_pipeline), its checks,
 // blend_weight's rounding and resolve_pipeline (DESIGN.md section 3).
-#include "kernels/pipeline_spec.h"
-
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
@@ -11,6 +9,8 @@
 #include <limits>
 #include <random>
 #include <string>
+
+#include "kernels/pipeline_spec.h"
 
 namespace obsaug {
 namespace {
@@ -164,8 +164,13 @@ TEST(PipelineSpec, RandomPipelinesRoundTrip) {
     for (int k = 0; k < n; ++k) {
       OpSpec op;
       switch (rng() % 3) {
-        case 0: op = OpSpec::shift(static_cast<int64_t>(rng() % 100), rng() % 2 ? "zeros" : "replicate"); break;
-        case 1: op = OpSpec::crop(1 + static_cast<int64_t>(rng() % 500), 1 + static_cast<int64_t>(rng() % 500), rng() % 2); break;
+        case 0:
+          op = OpSpec::shift(static_cast<int64_t>(rng() % 100), rng() % 2 ? "zeros" : "replicate");
+          break;
+        case 1:
+          op = OpSpec::crop(1 + static_cast<int64_t>(rng() % 500),
+                            1 + static_cast<int64_t>(rng() % 500), rng() % 2);
+          break;
         default: {
           const double a = unit(rng);
           std::optional<double> hi;
@@ -241,8 +246,7 @@ TEST(PipelineSpecErrors, BadNumber) {
 TEST(PipelineSpecErrors, BadBool) {
   expect_mentions(parse_error("op=crop,size=8,center=yes"),
                   {"op 0", "'center'", "true or false", "'yes'"});
-  expect_mentions(parse_error("op=overlay,per_frame=2"),
-                  {"'per_frame'", "true or false", "'2'"});
+  expect_mentions(parse_error("op=overlay,per_frame=2"), {"'per_frame'", "true or false", "'2'"});
 }
 
 TEST(PipelineSpecErrors, BadPadding) {
@@ -259,7 +263,8 @@ TEST(PipelineSpecErrors, CropNeedsASize) {
 }
 
 TEST(PipelineSpecErrors, AlphaOutOfRange) {
-  expect_mentions(parse_error("op=overlay,alpha=1.5"), {"op 0", "overlay", "alpha", "[0, 1]", "1.5"});
+  expect_mentions(parse_error("op=overlay,alpha=1.5"),
+                  {"op 0", "overlay", "alpha", "[0, 1]", "1.5"});
   expect_mentions(parse_error("op=overlay,alpha=-0.25"), {"alpha", "[0, 1]", "-0.25"});
   expect_mentions(parse_error("op=overlay,alpha=nan"), {"alpha", "[0, 1]", "nan"});
   expect_mentions(parse_error("op=overlay,alpha=inf"), {"alpha", "[0, 1]", "inf"});
@@ -293,16 +298,16 @@ TEST(BlendWeight, RoundsHalfUp) {
   EXPECT_EQ(blend_weight(1.0), 256u);
   EXPECT_EQ(blend_weight(0.5), 128u);
   EXPECT_EQ(blend_weight(0.25), 64u);
-  EXPECT_EQ(blend_weight(1.0 / 512.0), 1u);  // 0.5 rounds up
-  EXPECT_EQ(blend_weight(3.0 / 512.0), 2u);  // 1.5 -> 2
-  EXPECT_EQ(blend_weight(5.0 / 512.0), 3u);  // 2.5 -> 3 (half up, not to even)
+  EXPECT_EQ(blend_weight(1.0 / 512.0), 1u);      // 0.5 rounds up
+  EXPECT_EQ(blend_weight(3.0 / 512.0), 2u);      // 1.5 -> 2
+  EXPECT_EQ(blend_weight(5.0 / 512.0), 3u);      // 2.5 -> 3 (half up, not to even)
   EXPECT_EQ(blend_weight(511.0 / 512.0), 256u);  // 255.5 -> 256
   // Just below a half rounds down. alpha * 256 is exact, so this is
   // 0.5 - 2^-54; floor(x + 0.5) gets it wrong because x + 0.5 rounds to 1.0.
   EXPECT_EQ(blend_weight(std::nextafter(1.0 / 512.0, 0.0)), 0u);
   EXPECT_EQ(blend_weight(std::nextafter(3.0 / 512.0, 0.0)), 1u);
   EXPECT_EQ(blend_weight(std::nextafter(255.0 / 512.0, 0.0)), 127u);
-  EXPECT_EQ(blend_weight(0.3), 77u);  // 76.8
+  EXPECT_EQ(blend_weight(0.3), 77u);   // 76.8
   EXPECT_EQ(blend_weight(0.7), 179u);  // 179.2
   for (uint32_t w = 0; w <= 256; ++w) EXPECT_EQ(blend_weight(w / 256.0), w);
 }
@@ -387,8 +392,8 @@ TEST(ResolvePipeline, IndexDefaultsToPositionAndExplicitIsKept) {
 TEST(ResolvePipeline, PoolSizeMismatchNamesBothSizes) {
   // The overlay after the crop sees 60x50 frames; the pool holds 84x84 images.
   const std::string m = value_error([] {
-    resolve_pipeline({OpSpec::crop(60, 50), OpSpec::overlay(0.5)},
-                     frames(84, 84, 3, 4, 84, 84), 0, 0);
+    resolve_pipeline({OpSpec::crop(60, 50), OpSpec::overlay(0.5)}, frames(84, 84, 3, 4, 84, 84), 0,
+                     0);
   });
   expect_mentions(m, {"op 1", "overlay", "84x84", "60x50"});
   // Overlay before the crop is fine with the same pool.
@@ -402,12 +407,14 @@ TEST(ResolvePipeline, OverlayNeedsAPool) {
 }
 
 TEST(ResolvePipeline, CropLargerThanFrame) {
-  const std::string m = value_error(
-      [] { resolve_pipeline({OpSpec::shift(4), OpSpec::crop(90, 80)}, frames(84, 84), 0, 0); });
+  const std::string m = value_error([] {
+    resolve_pipeline({OpSpec::shift(4), OpSpec::crop(90, 80)}, frames(84, 84), 0, 0);
+  });
   expect_mentions(m, {"op 1", "crop", "90x80", "84x84"});
   // The second crop sees the first crop's output.
-  const std::string m2 = value_error(
-      [] { resolve_pipeline({OpSpec::crop(60, 60), OpSpec::crop(64, 32)}, frames(84, 84), 0, 0); });
+  const std::string m2 = value_error([] {
+    resolve_pipeline({OpSpec::crop(60, 60), OpSpec::crop(64, 32)}, frames(84, 84), 0, 0);
+  });
   expect_mentions(m2, {"op 1", "64x32", "60x60"});
   EXPECT_NO_THROW(resolve_pipeline({OpSpec::crop(84, 84)}, frames(84, 84), 0, 0));
 }
@@ -425,19 +432,19 @@ TEST(ResolvePipeline, ChecksOpsBuiltInCode) {
   expect_mentions(value_error([] { resolve_pipeline({OpSpec::shift(-2)}, frames(8, 8), 0, 0); }),
                   {"op 0", "shift", "pad", "-2"});
   expect_mentions(value_error([] {
-                    resolve_pipeline({OpSpec::overlay(std::nan(""))},
-                                     frames(8, 8, 3, 1, 8, 8), 0, 0);
+                    resolve_pipeline({OpSpec::overlay(std::nan(""))}, frames(8, 8, 3, 1, 8, 8), 0,
+                                     0);
                   }),
                   {"alpha", "[0, 1]"});
   expect_mentions(value_error([] {
                     resolve_pipeline({OpSpec::overlay(0.6, 0.5)}, frames(8, 8, 3, 1, 8, 8), 0, 0);
                   }),
                   {"alpha_max", "0.5"});
-  expect_mentions(value_error([] {
-                    resolve_pipeline({OpSpec::shift(1), OpSpec::shift(1).at_index(70000)},
-                                     frames(8, 8), 0, 0);
-                  }),
-                  {"op 1", "index", "70000"});
+  expect_mentions(
+      value_error([] {
+        resolve_pipeline({OpSpec::shift(1), OpSpec::shift(1).at_index(70000)}, frames(8, 8), 0, 0);
+      }),
+      {"op 1", "index", "70000"});
   expect_mentions(value_error([] { resolve_pipeline({OpSpec::crop(0, 3)}, frames(8, 8), 0, 0); }),
                   {"crop", "size", "0x3"});
 }
