@@ -181,6 +181,20 @@ struct Engine::Impl {
     return kernel(std::optional<at::Tensor>(pool->images()));
   }
 
+  // One augment call: checks obs, takes the step, runs `kernel(pool, step)`
+  // under run()'s locking and counts the call. A rejected obs takes no step.
+  template <typename Kernel>
+  auto call(const at::Tensor& obs, const char* method, std::optional<uint64_t> explicit_step,
+            Kernel&& kernel) {
+    check_open();
+    check_obs(obs, method);
+    const uint64_t s = take_step(explicit_step);
+    auto result = run([&](const std::optional<at::Tensor>& pool) { return kernel(pool, s); });
+    calls.fetch_add(1, std::memory_order_relaxed);
+    samples.fetch_add(static_cast<uint64_t>(obs.size(0)), std::memory_order_relaxed);
+    return result;
+  }
+
   // Re-decodes the image of serial `serials[k]` into pool slot k (sync-mode restore).
   void redecode_slots(const std::vector<uint64_t>& serials) {
     const DistractorPoolOptions& o = pool->options();
@@ -231,33 +245,23 @@ Engine& Engine::operator=(Engine&& other) noexcept {
 at::Tensor Engine::augment(const at::Tensor& obs, std::optional<uint64_t> step) {
   if (!impl_) throw std::logic_error("engine is closed");
   Impl& d = *impl_;
-  d.check_open();
-  d.check_obs(obs, "augment");
-  const uint64_t s = d.take_step(step);
   // uint8 output means "the input's dtype": float32 obs (0..255, the
   // DMControl-GB convention) stays float32 (the kernel has no float -> uint8).
   const ops::OutputOptions output =
       d.config.output.dtype == OutputDtype::kFloat32 ? d.float_output : ops::OutputOptions{};
-  at::Tensor out = d.run([&](const std::optional<at::Tensor>& pool) {
-    return ops::augment(obs, pool, d.config.pipeline, d.seed, s, output);
-  });
-  d.calls.fetch_add(1, std::memory_order_relaxed);
-  d.samples.fetch_add(static_cast<uint64_t>(obs.size(0)), std::memory_order_relaxed);
-  return out;
+  return d.call(obs, "augment", step,
+                [&](const std::optional<at::Tensor>& pool, uint64_t s) {
+                  return ops::augment(obs, pool, d.config.pipeline, d.seed, s, output);
+                });
 }
 
 void Engine::augment_(const at::Tensor& obs, std::optional<uint64_t> step) {
   if (!impl_) throw std::logic_error("engine is closed");
   Impl& d = *impl_;
-  d.check_open();
-  d.check_obs(obs, "augment_");
-  const uint64_t s = d.take_step(step);
-  d.run([&](const std::optional<at::Tensor>& pool) {
+  d.call(obs, "augment_", step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
     ops::augment_(obs, pool, d.config.pipeline, d.seed, s);
     return 0;
   });
-  d.calls.fetch_add(1, std::memory_order_relaxed);
-  d.samples.fetch_add(static_cast<uint64_t>(obs.size(0)), std::memory_order_relaxed);
 }
 
 uint64_t Engine::step() const { return impl_ ? impl_->step.load() : 0; }

@@ -40,7 +40,8 @@ at::Tensor overlay(const at::Tensor& obs, const at::Tensor& pool, uint64_t seed,
                    double alpha = 0.5, std::optional<double> alpha_max = std::nullopt,
                    bool per_frame = false, int64_t op_index = 0);
 
-// Output shape of `pipeline` on `obs` (used by the fake/meta kernels too).
+// Output shape of `pipeline` on `obs`, for callers that preallocate (the
+// Python fake kernels compute the same from the pipeline text).
 std::vector<int64_t> output_shape(const at::Tensor& obs, const Pipeline& pipeline);
 
 }  // namespace obsaug::ops
