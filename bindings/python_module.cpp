@@ -9,6 +9,9 @@
 #ifdef OBSAUG_WITH_ENGINE_API
 #include "bindings/engine_bindings.h"
 #endif
+#ifdef OBSAUG_WITH_REPLAY
+#include "bindings/replay_bindings.h"
+#endif
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "obsaug native module";
@@ -22,5 +25,8 @@ PYBIND11_MODULE(_C, m) {
 #endif
 #ifdef OBSAUG_WITH_ENGINE_API
   obsaug::python::bind_engine(m);
+#endif
+#ifdef OBSAUG_WITH_REPLAY
+  obsaug::python::bind_replay(m);  // after the engine: sample(augment=Engine)
 #endif
 }

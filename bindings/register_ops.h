@@ -12,6 +12,7 @@ namespace obsaug::bindings {
 inline void register_backend(torch::Library& m) {
   m.impl("augment", &augment);
   m.impl("augment_", &augment_);
+  m.impl("gather_augment", &gather_augment);
   m.impl("shift", &shift);
   m.impl("crop", &crop);
   m.impl("overlay", &overlay);

@@ -23,6 +23,15 @@ void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
                 static_cast<uint64_t>(step));
 }
 
+at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
+                          const std::optional<at::Tensor>& pool, const std::string& pipeline,
+                          int64_t seed, int64_t step, std::optional<at::ScalarType> out_dtype,
+                          double scale, double bias) {
+  return ops::gather_augment(storage, indices, pool, parse_pipeline(pipeline),
+                             static_cast<uint64_t>(seed), static_cast<uint64_t>(step),
+                             ops::OutputOptions{out_dtype, scale, bias});
+}
+
 at::Tensor shift(const at::Tensor& obs, int64_t seed, int64_t step, int64_t pad,
                  const std::string& padding, int64_t op_index) {
   return ops::shift(obs, static_cast<uint64_t>(seed), static_cast<uint64_t>(step), pad, padding,
@@ -56,6 +65,9 @@ TORCH_LIBRARY(obsaug, m) {
   m.def(
       "augment(Tensor obs, Tensor? pool, str pipeline, int seed, int step, "
       "ScalarType? out_dtype=None, float scale=1.0, float bias=0.0) -> Tensor");
+  m.def(
+      "gather_augment(Tensor storage, Tensor indices, Tensor? pool, str pipeline, int seed, "
+      "int step, ScalarType? out_dtype=None, float scale=1.0, float bias=0.0) -> Tensor");
   m.def("augment_(Tensor(a!) obs, Tensor? pool, str pipeline, int seed, int step) -> ()");
   m.def(
       "shift(Tensor obs, int seed, int step, int pad=4, str padding=\"replicate\", "

@@ -141,11 +141,7 @@ struct Engine::Impl {
       throw std::invalid_argument(where + "obs must be uint8 or float32 [B, S*C, H, W], got " +
                                   shape_text(obs));
     }
-    if (obs.device() != device &&
-        !(device.is_cuda() && !device.has_index() && obs.device().is_cuda())) {
-      throw std::invalid_argument(where + "obs must be on " + device.str() +
-                                  " (the config's device), got " + obs.device().str());
-    }
+    check_device(obs, where);
     const FramesConfig& f = config.frames;
     if (obs.size(1) < 1 || obs.size(1) % f.channels != 0) {
       throw std::invalid_argument(
@@ -181,18 +177,46 @@ struct Engine::Impl {
     return kernel(std::optional<at::Tensor>(pool->images()));
   }
 
-  // One augment call: checks obs, takes the step, runs `kernel(pool, step)`
-  // under run()'s locking and counts the call. A rejected obs takes no step.
+  // One call: takes the step, runs `kernel(pool, step)` under run()'s
+  // locking and counts `batch` samples. Callers check their arguments first:
+  // a rejected call takes no step.
   template <typename Kernel>
-  auto call(const at::Tensor& obs, const char* method, std::optional<uint64_t> explicit_step,
-            Kernel&& kernel) {
-    check_open();
-    check_obs(obs, method);
+  auto call(int64_t batch, std::optional<uint64_t> explicit_step, Kernel&& kernel) {
     const uint64_t s = take_step(explicit_step);
     auto result = run([&](const std::optional<at::Tensor>& pool) { return kernel(pool, s); });
     calls.fetch_add(1, std::memory_order_relaxed);
-    samples.fetch_add(static_cast<uint64_t>(obs.size(0)), std::memory_order_relaxed);
+    samples.fetch_add(static_cast<uint64_t>(batch), std::memory_order_relaxed);
     return result;
+  }
+
+  // uint8 output means "the input's dtype": float32 obs (0..255, the
+  // DMControl-GB convention) stays float32 (the kernel has no float -> uint8).
+  ops::OutputOptions output() const {
+    return config.output.dtype == OutputDtype::kFloat32 ? float_output : ops::OutputOptions{};
+  }
+
+  void check_storage(const at::Tensor& storage, const at::Tensor& indices) const {
+    const std::string where = "Engine.gather_augment: ";
+    if (!storage.defined() || !indices.defined()) {
+      throw std::invalid_argument(where + "storage and indices must be tensors, got None");
+    }
+    const FramesConfig& f = config.frames;
+    if (storage.dim() != 4 || storage.size(1) != f.channels || storage.size(2) != f.height ||
+        storage.size(3) != f.width) {
+      throw std::invalid_argument(where + "storage must be frames [N, " +
+                                  std::to_string(f.channels) + ", " + std::to_string(f.height) +
+                                  ", " + std::to_string(f.width) +
+                                  "] (frames.channels, height, width), got " +
+                                  shape_text(storage));
+    }
+    check_device(storage, where);
+  }
+
+  void check_device(const at::Tensor& t, const std::string& where) const {
+    if (t.device() != device && !(device.is_cuda() && !device.has_index() && t.device().is_cuda())) {
+      throw std::invalid_argument(where + "tensors must be on " + device.str() +
+                                  " (the config's device), got " + t.device().str());
+    }
   }
 
   // Re-decodes the image of serial `serials[k]` into pool slot k (sync-mode restore).
@@ -245,23 +269,40 @@ Engine& Engine::operator=(Engine&& other) noexcept {
 at::Tensor Engine::augment(const at::Tensor& obs, std::optional<uint64_t> step) {
   if (!impl_) throw std::logic_error("engine is closed");
   Impl& d = *impl_;
-  // uint8 output means "the input's dtype": float32 obs (0..255, the
-  // DMControl-GB convention) stays float32 (the kernel has no float -> uint8).
-  const ops::OutputOptions output =
-      d.config.output.dtype == OutputDtype::kFloat32 ? d.float_output : ops::OutputOptions{};
-  return d.call(obs, "augment", step,
-                [&](const std::optional<at::Tensor>& pool, uint64_t s) {
-                  return ops::augment(obs, pool, d.config.pipeline, d.seed, s, output);
-                });
+  d.check_open();
+  d.check_obs(obs, "augment");
+  return d.call(obs.size(0), step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
+    return ops::augment(obs, pool, d.config.pipeline, d.seed, s, d.output());
+  });
 }
 
 void Engine::augment_(const at::Tensor& obs, std::optional<uint64_t> step) {
   if (!impl_) throw std::logic_error("engine is closed");
   Impl& d = *impl_;
-  d.call(obs, "augment_", step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
+  d.check_open();
+  d.check_obs(obs, "augment_");
+  d.call(obs.size(0), step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
     ops::augment_(obs, pool, d.config.pipeline, d.seed, s);
     return 0;
   });
+}
+
+at::Tensor Engine::gather_augment(const at::Tensor& storage, const at::Tensor& indices,
+                                  std::optional<uint64_t> step, bool check_indices) {
+  if (!impl_) throw std::logic_error("engine is closed");
+  Impl& d = *impl_;
+  d.check_open();
+  d.check_storage(storage, indices);
+  if (check_indices) ops::check_gather_indices(storage, indices);  // before the step is taken
+  return d.call(indices.size(0), step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
+    return ops::gather_augment(storage, indices, pool, d.config.pipeline, d.seed, s, d.output(),
+                               /*check_indices=*/false);
+  });
+}
+
+uint64_t Engine::reserve_steps(uint64_t count) {
+  if (!impl_) throw std::logic_error("engine is closed");
+  return impl_->step.fetch_add(count);
 }
 
 uint64_t Engine::step() const { return impl_ ? impl_->step.load() : 0; }

@@ -96,6 +96,18 @@ class Engine {
   // In place (the pipeline must keep the frame size; output options ignored).
   void augment_(const at::Tensor& obs, std::optional<uint64_t> step = std::nullopt);
 
+  // Gathers stacks from a frame storage [N, C, H, W] (the configured C, H, W,
+  // on the engine's device) by int64 indices [B, S] and augments them in one
+  // pass (ops::gather_augment), with the step and output options of augment.
+  // check_indices = false skips the range check (one sync on CUDA) for
+  // callers that made the indices themselves (the replay buffer).
+  at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
+                            std::optional<uint64_t> step = std::nullopt,
+                            bool check_indices = true);
+
+  // Takes `count` consecutive steps from the counter; returns the first.
+  uint64_t reserve_steps(uint64_t count);
+
   uint64_t step() const;
   const Config& config() const;
   DistributedRank distributed() const;

@@ -6,6 +6,7 @@
 #include <ATen/ops/empty_like.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -38,17 +39,20 @@ void check_obs(const at::Tensor& obs) {
                     "obs must be on cpu or cuda, got ", obs.device());
 }
 
-FrameGeometry geometry_of(const at::Tensor& obs, const at::Tensor* pool) {
+// Frame geometry of a batch with `channels` = S*C channels of height x width
+// on `device`, and, when given, the pool's checks and sizes.
+FrameGeometry geometry_of(int64_t channels, int64_t height, int64_t width,
+                          const c10::Device& device, const at::Tensor* pool) {
   FrameGeometry g;
-  g.height = obs.size(2);
-  g.width = obs.size(3);
+  g.height = height;
+  g.width = width;
   if (pool == nullptr) return g;
   TORCH_CHECK_TYPE(pool->scalar_type() == at::kByte && pool->dim() == 4,
                    "pool must be uint8 [P, C, H, W], got ", describe(*pool));
-  TORCH_CHECK_VALUE(pool->device() == obs.device(), "pool must be on obs's device ", obs.device(),
-                    ", got ", pool->device());
+  TORCH_CHECK_VALUE(pool->device() == device, "pool must be on obs's device ", device, ", got ",
+                    pool->device());
   const int64_t c = pool->size(1);
-  TORCH_CHECK_VALUE(c >= 1 && obs.size(1) % c == 0, "obs channels (", obs.size(1),
+  TORCH_CHECK_VALUE(c >= 1 && channels % c == 0, "obs channels (", channels,
                     ") must be a multiple of the pool's channels C = ", c,
                     " (obs is [B, S*C, H, W] with S stacked frames of C channels)");
   TORCH_CHECK_VALUE(pool->size(0) >= 1, "pool is empty (P = 0); it needs P >= 1 images, got ",
@@ -58,6 +62,10 @@ FrameGeometry geometry_of(const at::Tensor& obs, const at::Tensor* pool) {
   g.pool_h = pool->size(2);
   g.pool_w = pool->size(3);
   return g;
+}
+
+FrameGeometry geometry_of(const at::Tensor& obs, const at::Tensor* pool) {
+  return geometry_of(obs.size(1), obs.size(2), obs.size(3), obs.device(), pool);
 }
 
 at::ScalarType output_dtype(const at::Tensor& obs, const OutputOptions& output) {
@@ -81,14 +89,15 @@ at::ScalarType output_dtype(const at::Tensor& obs, const OutputOptions& output) 
 
 template <typename In, typename Out>
 void run(const PipelineDesc& desc, const at::Tensor& in, const at::Tensor& out,
-         const at::Tensor* pool, const OutputOptions& output) {
+         const at::Tensor* pool, const OutputOptions& output, const at::Tensor* frame_index) {
   const AugmentBuffers<In, Out> buffers{in.data_ptr<In>(),
                                         out.data_ptr<Out>(),
                                         pool ? pool->data_ptr<uint8_t>() : nullptr,
-                                        in.size(0),
-                                        in.size(1),
+                                        out.size(0),
+                                        out.size(1),
                                         static_cast<float>(output.scale),
-                                        static_cast<float>(output.bias)};
+                                        static_cast<float>(output.bias),
+                                        frame_index ? frame_index->data_ptr<int64_t>() : nullptr};
   if (in.device().is_cpu()) {
     augment_cpu(desc, buffers);
     return;
@@ -107,16 +116,18 @@ void run(const PipelineDesc& desc, const at::Tensor& in, const at::Tensor& out,
 }
 
 // Writes the pipeline's result for contiguous `in` into contiguous `out`
-// (which may be `in` itself when the pipeline keeps the frame size).
+// (which may be `in` itself when the pipeline keeps the frame size). With
+// `frame_index` ([B, S] int64), `in` is a frame storage to gather from.
 void dispatch(const PipelineDesc& desc, const at::Tensor& in, const at::Tensor& out,
-              const at::Tensor* pool, const OutputOptions& output) {
-  if (in.numel() == 0) return;
+              const at::Tensor* pool, const OutputOptions& output,
+              const at::Tensor* frame_index = nullptr) {
+  if (out.numel() == 0) return;
   if (in.scalar_type() == at::kByte && out.scalar_type() == at::kByte) {
-    run<uint8_t, uint8_t>(desc, in, out, pool, output);
+    run<uint8_t, uint8_t>(desc, in, out, pool, output, frame_index);
   } else if (in.scalar_type() == at::kByte) {
-    run<uint8_t, float>(desc, in, out, pool, output);
+    run<uint8_t, float>(desc, in, out, pool, output, frame_index);
   } else {
-    run<float, float>(desc, in, out, pool, output);
+    run<float, float>(desc, in, out, pool, output, frame_index);
   }
 }
 
@@ -140,7 +151,38 @@ Prepared prepare(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
   return prepared;
 }
 
+void check_index_layout(const at::Tensor& storage, const at::Tensor& indices) {
+  TORCH_CHECK_VALUE(indices.defined(), "indices must be an int64 tensor [B, S], got None");
+  TORCH_CHECK_TYPE(indices.scalar_type() == at::kLong && indices.dim() == 2,
+                   "indices must be int64 [B, S] (S stacked frames per sample), got ",
+                   describe(indices));
+  TORCH_CHECK_VALUE(indices.device() == storage.device(), "indices must be on storage's device ",
+                    storage.device(), ", got ", indices.device());
+  TORCH_CHECK_VALUE(indices.size(1) >= 1 || indices.size(0) == 0,
+                    "indices must have at least one frame per sample (S >= 1), got ",
+                    describe(indices));
+}
+
 }  // namespace
+
+void check_gather_indices(const at::Tensor& storage, const at::Tensor& indices) {
+  check_index_layout(storage, indices);
+  if (indices.numel() == 0) return;
+  int64_t lo = 0;
+  int64_t hi = 0;
+  if (indices.device().is_cpu()) {
+    const at::Tensor index = indices.contiguous();
+    const int64_t* v = index.data_ptr<int64_t>();
+    lo = *std::min_element(v, v + index.numel());
+    hi = *std::max_element(v, v + index.numel());
+  } else {  // one synchronisation: the kernel must never read outside storage
+    lo = indices.min().item<int64_t>();
+    hi = indices.max().item<int64_t>();
+  }
+  const int64_t frames = storage.size(0);
+  TORCH_CHECK_INDEX(lo >= 0 && hi < frames, "indices must lie in [0, N) = [0, ", frames,
+                    ") for storage ", describe(storage), ", got values in [", lo, ", ", hi, "]");
+}
 
 std::vector<int64_t> output_shape(const at::Tensor& obs, const Pipeline& pipeline) {
   check_obs(obs);
@@ -194,6 +236,50 @@ void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
     dispatch(prepared.desc, source, result, pool_ptr, {});
     obs.copy_(result);
   }
+}
+
+at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
+                          const std::optional<at::Tensor>& pool, const Pipeline& pipeline,
+                          uint64_t seed, uint64_t step, const OutputOptions& output,
+                          bool check_indices) {
+  TORCH_CHECK_VALUE(storage.defined(), "storage must be a tensor [N, C, H, W], got None");
+  TORCH_CHECK_TYPE(
+      (storage.scalar_type() == at::kByte || storage.scalar_type() == at::kFloat) &&
+          storage.dim() == 4,
+      "storage must be uint8 or float32 frames [N, C, H, W], got ", describe(storage));
+  TORCH_CHECK_VALUE(storage.device().is_cpu() || storage.device().is_cuda(),
+                    "storage must be on cpu or cuda, got ", storage.device());
+  if (check_indices) {
+    check_gather_indices(storage, indices);
+  } else {
+    check_index_layout(storage, indices);
+  }
+  const at::Tensor index = indices.contiguous();
+  const int64_t channels = storage.size(1);
+  TORCH_CHECK_VALUE(channels >= 1, "storage frames need at least one channel, got ",
+                    describe(storage));
+  Prepared prepared;
+  if (has_overlay(pipeline)) {
+    TORCH_CHECK_VALUE(pool.has_value() && pool->defined(),
+                      "the pipeline overlays distractors but pool is None; pass a uint8 "
+                      "[P, C, H, W] pool");
+    prepared.pool = pool->contiguous();
+    TORCH_CHECK_VALUE(prepared.pool->dim() != 4 || prepared.pool->size(1) == channels,
+                      "pool has ", prepared.pool->size(1), " channels but storage frames have ",
+                      channels, "; they must match");
+  }
+  FrameGeometry g = geometry_of(channels, storage.size(2), storage.size(3), storage.device(),
+                                prepared.pool ? &*prepared.pool : nullptr);
+  g.frame_channels = channels;
+  prepared.desc = resolve_pipeline(pipeline, g, seed, step);
+  const at::ScalarType dtype = output_dtype(storage, output);
+  at::Tensor out = at::empty({indices.size(0), indices.size(1) * channels, prepared.desc.out_h,
+                              prepared.desc.out_w},
+                             storage.options().dtype(dtype));
+  if (out.numel() == 0) return out;
+  const at::Tensor source = storage.contiguous();
+  dispatch(prepared.desc, source, out, prepared.pool ? &*prepared.pool : nullptr, output, &index);
+  return out;
 }
 
 at::Tensor shift(const at::Tensor& obs, uint64_t seed, uint64_t step, int64_t pad,

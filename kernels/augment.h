@@ -31,6 +31,23 @@ at::Tensor augment(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
 void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
               const Pipeline& pipeline, uint64_t seed, uint64_t step);
 
+// Gathers stacks from a frame storage and augments them in one pass:
+// sample b's stacked frame s is storage[indices[b, s]]. storage is
+// [N, C, H, W] uint8 or float32, indices int64 [B, S] on storage's device;
+// the result equals augment(storage[indices].reshape(B, S*C, H, W), ...).
+// With check_indices (the default) every index is checked to lie in [0, N),
+// which synchronises once on CUDA; callers that made the indices themselves
+// may skip it.
+at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
+                          const std::optional<at::Tensor>& pool, const Pipeline& pipeline,
+                          uint64_t seed, uint64_t step, const OutputOptions& output = {},
+                          bool check_indices = true);
+
+// gather_augment's checks of `indices` against `storage` (dtype, shape,
+// device, every value in [0, N)), for callers that validate before they
+// commit to a call.
+void check_gather_indices(const at::Tensor& storage, const at::Tensor& indices);
+
 // Single ops; `op_index` is k in the Philox counter.
 at::Tensor shift(const at::Tensor& obs, uint64_t seed, uint64_t step, int64_t pad = 4,
                  const std::string& padding = "replicate", int64_t op_index = 0);

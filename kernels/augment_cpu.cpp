@@ -504,7 +504,7 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
         draw_pipeline(p, static_cast<uint32_t>(sample), static_cast<uint32_t>(frame), draws);
         drawn_frame = frame;
       }
-      const In* in = buf.in + plane * in_plane;
+      const In* in = input_plane(p, buf, plane);
       Out* out = buf.out + plane * out_plane;
       In* values = direct ? reinterpret_cast<In*>(out) : scratch.values.data();
       if (in_place && geometry.source_identity) {

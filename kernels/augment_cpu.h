@@ -10,16 +10,36 @@ namespace obsaug {
 // Views of one augment call's buffers, all contiguous. `out` may equal `in`
 // (in place; then out_h == in_h and out_w == in_w and In == Out). Sample b of
 // the batch draws its parameters with counter word b (DESIGN.md section 3).
+//
+// Gathering (frame_index given): `in` is a frame storage [N, C, in_h, in_w]
+// and stacked frame s of sample b is storage frame frame_index[b * S + s],
+// S = channels / C; the output is the same as augmenting the stacked batch
+// gathered first (never in place).
 template <typename In, typename Out>
 struct AugmentBuffers {
-  const In* in;         // [batch, channels, in_h, in_w]
+  const In* in;         // [batch, channels, in_h, in_w], or the storage when gathering
   Out* out;             // [batch, channels, out_h, out_w]
   const uint8_t* pool;  // [P, C, pool_h, pool_w] or null without overlay
   int64_t batch;
   int64_t channels;  // S * C
   float scale;       // float output: out = v * scale + bias
   float bias;
+  const int64_t* frame_index = nullptr;  // [batch, S] storage frames, or null
 };
+
+// The input plane `plane` (= sample * channels + channel) reads, contiguous
+// in_h x in_w.
+template <typename In, typename Out>
+OBSAUG_HD const In* input_plane(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf,
+                                int64_t plane) {
+  const int64_t plane_size = static_cast<int64_t>(p.in_h) * p.in_w;
+  if (buf.frame_index == nullptr) return buf.in + plane * plane_size;
+  const int64_t sample = plane / buf.channels;
+  const int64_t channel = plane % buf.channels;
+  const int64_t stack = buf.channels / p.frame_channels;
+  const int64_t frame = buf.frame_index[sample * stack + channel / p.frame_channels];
+  return buf.in + (frame * p.frame_channels + channel % p.frame_channels) * plane_size;
+}
 
 // v[i] = blend(v[i], d[i], weight) for i < n, with the CPU's widest exact
 // implementation (AVX2 when available). Exposed so tests can check it

@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kThreads)
         rows[i] = i < p.out_h ? trace_axis(p, draws, 0, i) : trace_axis(p, draws, 1, i - p.out_h);
       }
     }
-    const In* in = buf.in + plane * in_plane;
+    const In* in = input_plane(p, buf, plane);
     if (layout.stage_bytes > 0) {
       stage_plane(in, staged, in_plane);
       in = staged;

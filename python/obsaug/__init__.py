@@ -28,3 +28,11 @@ if hasattr(_C, "Engine"):
 
     Engine.__module__ = "obsaug"
     __all__.append("Engine")
+
+# The replay buffer exists where the native module was built with it (Thrust
+# headers from the CUDA toolkit).
+if hasattr(_C, "ReplayBuffer"):
+    from .replay import ReplayBuffer  # noqa: E402
+
+    ReplayBuffer.__module__ = "obsaug"
+    __all__.append("ReplayBuffer")

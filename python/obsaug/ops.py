@@ -13,7 +13,7 @@ from typing import Any, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
-__all__ = ["shift", "crop", "overlay", "augment", "pipeline_text"]
+__all__ = ["shift", "crop", "overlay", "augment", "gather_augment", "pipeline_text"]
 
 _U64 = 1 << 64
 _OP_KEYS = {
@@ -146,12 +146,38 @@ def augment(obs: torch.Tensor, pool: Optional[torch.Tensor] = None, *,
                                     float(scale), float(bias))
 
 
+def gather_augment(storage: torch.Tensor, indices: torch.Tensor,
+                   pool: Optional[torch.Tensor] = None, *, ops: Sequence[Mapping[str, Any]],
+                   seed: int, step: int, out_dtype: Optional[torch.dtype] = None,
+                   scale: float = 1.0, bias: float = 0.0) -> torch.Tensor:
+    """Gather stacks from a frame storage and augment them in one pass.
+
+    ``storage`` is ``[N, C, H, W]`` (uint8 or float32), ``indices`` int64
+    ``[B, S]`` on the same device: stacked frame ``s`` of sample ``b`` is
+    ``storage[indices[b, s]]``. The result equals ``augment(storage[indices]
+    .reshape(B, S*C, H, W), pool, ops=ops, ...)`` without materialising the
+    gathered batch. Indices outside ``[0, N)`` raise IndexError (checking them
+    synchronises once on CUDA).
+    """
+    return torch.ops.obsaug.gather_augment(storage, indices, pool, pipeline_text(ops),
+                                           _as_int64("seed", seed), _as_int64("step", step),
+                                           out_dtype, float(scale), float(bias))
+
+
 # --- fake kernels: shapes and dtypes for torch.compile / FakeTensor tracing ---
 
 @torch.library.register_fake("obsaug::augment")
 def _augment_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bias=0.0):
     h, w = _output_hw(obs, pipeline)
     return obs.new_empty((obs.shape[0], obs.shape[1], h, w), dtype=out_dtype or obs.dtype)
+
+
+@torch.library.register_fake("obsaug::gather_augment")
+def _gather_augment_fake(storage, indices, pool, pipeline, seed, step, out_dtype=None, scale=1.0,
+                         bias=0.0):
+    h, w = _output_hw(storage, pipeline)
+    return storage.new_empty((indices.shape[0], indices.shape[1] * storage.shape[1], h, w),
+                             dtype=out_dtype or storage.dtype)
 
 
 @torch.library.register_fake("obsaug::augment_")

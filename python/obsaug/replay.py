@@ -1,0 +1,166 @@
+"""obsaug.ReplayBuffer: frames stored once, stacked and augmented at sample time.
+
+The contract, with the exact sampling rules, is docs/replay.md. In short::
+
+    rb = obsaug.ReplayBuffer(capacity=100_000, frame_shape=(3, 84, 84), frame_stack=3,
+                             action_shape=(6,))
+    rb.add_first(frame)                               # after env.reset()
+    rb.add(action, reward, frame, terminated, truncated)
+    batch = rb.sample(256, augment=engine)            # obs/next_obs augmented in the gather
+
+Frames are ``[C, H, W]`` uint8 (numpy arrays are taken without a copy);
+batched calls take a leading dimension of parallel environments (``env=``
+names them, default ``0..N-1``). Every argument is checked before anything
+is written, so a rejected call leaves the buffer as it was.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Optional, Sequence, Union
+
+import torch
+
+from . import _C
+
+__all__ = ["ReplayBuffer"]
+
+_Envs = Union[None, int, Sequence[int], torch.Tensor]
+
+
+def _tensor(name: str, value: Any) -> torch.Tensor:
+    if value is None:
+        raise TypeError(f"{name} must be given, got None")
+    try:
+        return torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise TypeError(f"{name} must be a tensor, array or number, got {type(value).__name__}") from e
+
+
+def _flag(name: str, value: Any) -> torch.Tensor:
+    if isinstance(value, bool):
+        return torch.tensor(value)
+    t = _tensor(name, value)
+    if t.dtype != torch.bool:
+        raise TypeError(f"{name} must be a bool or a bool tensor/array [N], got {t.dtype}")
+    return t
+
+
+def _env_list(env: _Envs, frames: torch.Tensor) -> list:
+    if env is None:
+        return []
+    if isinstance(env, bool):
+        raise TypeError("env must be an int or a sequence of ints, got bool")
+    if isinstance(env, int):
+        return [env]
+    if isinstance(env, torch.Tensor):
+        if env.dtype.is_floating_point or env.dtype == torch.bool:
+            raise TypeError(f"env must hold integers, got {env.dtype}")
+        return [int(e) for e in env.reshape(-1).tolist()]
+    return [int(e) for e in env]
+
+
+class ReplayBuffer:
+    """Frame-deduplicated replay with stacking, n-step returns, uniform or
+    proportional prioritized sampling and fused gather + augmentation."""
+
+    def __init__(self, capacity: int, frame_shape: Sequence[int], frame_stack: int = 3,
+                 action_shape: Sequence[int] = (), *, action_dtype: torch.dtype = torch.float32,
+                 device: Union[str, torch.device] = "cpu", n_step: int = 1, gamma: float = 0.99,
+                 prioritized: bool = False, alpha: float = 0.6, beta: float = 0.4,
+                 seed: int = 0, _native: Optional[Any] = None):
+        if _native is not None:
+            self._native = _native
+            return
+        if not isinstance(action_dtype, torch.dtype):
+            raise TypeError(f"action_dtype must be a torch.dtype, got {action_dtype!r}")
+        self._native = _C.ReplayBuffer(
+            int(capacity), [int(s) for s in frame_shape], int(frame_stack),
+            [int(s) for s in action_shape], action_dtype, str(torch.device(device)), int(n_step),
+            float(gamma), bool(prioritized), float(alpha), float(beta), int(seed))
+
+    # --- adding ---------------------------------------------------------------
+
+    def add_first(self, frame: Any, env: _Envs = None) -> None:
+        """Starts an episode (after ``env.reset()``): frame ``[C, H, W]`` or ``[N, C, H, W]``."""
+        frames = _tensor("frame", frame)
+        self._native.add_first(frames, _env_list(env, frames))
+
+    def add(self, action: Any, reward: Any, frame: Any, terminated: Any = False,
+            truncated: Any = False, env: _Envs = None) -> None:
+        """One step: the transition from the env's latest frame to ``frame``."""
+        frames = _tensor("frame", frame)
+        self._native.add(_tensor("action", action), _tensor("reward", reward), frames,
+                         _flag("terminated", terminated), _flag("truncated", truncated),
+                         _env_list(env, frames))
+
+    # --- sampling ---------------------------------------------------------------
+
+    def sample(self, batch_size: int, augment: Optional[Any] = None, *,
+               share_augmentation: bool = False,
+               beta: Optional[float] = None) -> Dict[str, torch.Tensor]:
+        """``batch_size`` transitions: obs, action, reward, discount, next_obs, indices
+        (+ weights when prioritized). With ``augment=engine`` (an ``obsaug.Engine``)
+        obs and next_obs are augmented in the gather pass, with the engine's next two
+        steps (or one shared step with ``share_augmentation=True``). ``beta``
+        overrides the importance-sampling exponent (annealing)."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+            raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
+        native_engine = None
+        if augment is not None:
+            native_engine = getattr(augment, "_native", None)
+            if native_engine is None or not isinstance(native_engine, getattr(_C, "Engine", ())):
+                raise TypeError(f"augment must be an obsaug.Engine or None, got "
+                                f"{type(augment).__name__}")
+        return self._native.sample(batch_size, native_engine, bool(share_augmentation),
+                                   None if beta is None else float(beta))
+
+    def update_priorities(self, indices: Any, priorities: Any) -> None:
+        """New priorities (finite, >= 0; e.g. ``|td| + eps``) for the slots ``sample``
+        returned as ``indices``."""
+        self._native.update_priorities(_tensor("indices", indices),
+                                       _tensor("priorities", priorities))
+
+    # --- checkpoints ------------------------------------------------------------
+
+    def save(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Writes ``path/replay.obsaug`` atomically (temporary file, fsync, rename)."""
+        self._native.save(os.fspath(path))
+
+    @classmethod
+    def load(cls, path: Union[str, "os.PathLike[str]"],
+             device: Optional[Union[str, torch.device]] = None) -> "ReplayBuffer":
+        """A buffer from ``save(path)``, on ``device`` (default cpu)."""
+        native = _C.ReplayBuffer.load(os.fspath(path),
+                                      None if device is None else str(torch.device(device)))
+        return cls(0, (), _native=native)
+
+    # --- properties -------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._native.size
+
+    capacity = property(lambda self: self._native.capacity)
+    frame_shape = property(lambda self: tuple(self._native.frame_shape))
+    frame_stack = property(lambda self: self._native.frame_stack)
+    action_shape = property(lambda self: tuple(self._native.action_shape))
+    action_dtype = property(lambda self: self._native.action_dtype)
+    device = property(lambda self: torch.device(self._native.device))
+    n_step = property(lambda self: self._native.n_step)
+    gamma = property(lambda self: self._native.gamma)
+    prioritized = property(lambda self: self._native.prioritized)
+    alpha = property(lambda self: self._native.alpha)
+    beta = property(lambda self: self._native.beta)
+    seed = property(lambda self: self._native.seed)
+    num_valid = property(lambda self: self._native.num_valid,
+                         doc="Transitions that can be sampled now.")
+    total_frames = property(lambda self: self._native.total_frames,
+                            doc="Frames ever added (len() counts those still stored).")
+    sample_calls = property(lambda self: self._native.sample_calls,
+                            doc="sample() calls so far (the sampler's Philox counter).")
+    storage = property(lambda self: self._native.storage,
+                       doc="The frames, [capacity, C, H, W] uint8 on the buffer's device.")
+
+    def __repr__(self) -> str:
+        return (f"obsaug.ReplayBuffer(capacity={self.capacity}, frame_shape={self.frame_shape}, "
+                f"frame_stack={self.frame_stack}, len={len(self)}, num_valid={self.num_valid}, "
+                f"device={str(self.device)!r}, prioritized={self.prioritized})")

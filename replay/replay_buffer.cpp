@@ -1,0 +1,670 @@
+// obsaug::ReplayBuffer (replay/replay_buffer.h; contract in docs/replay.md).
+#include "replay/replay_buffer.h"
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/zeros.h>
+#include <c10/util/irange.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_set>
+
+#include "kernels/augment.h"
+#include "kernels/philox.h"
+#include "replay/checkpoint_io.h"
+#include "replay/proportional.h"
+
+#ifdef OBSAUG_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace obsaug {
+namespace {
+
+constexpr char kMagic[8] = {'O', 'B', 'S', 'A', 'U', 'G', 'R', 'B'};
+constexpr uint32_t kFormatVersion = 1;
+constexpr const char* kFileName = "replay.obsaug";
+constexpr int kUniformAttempts = 64;
+constexpr uint32_t kReplayTag = 0x8000;  // counter word 3: 0x8000 | attempt
+
+std::string text_of(const at::Tensor& t) {
+  std::ostringstream out;
+  out << t.scalar_type() << " " << t.sizes() << " on " << t.device();
+  return out.str();
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::ostringstream out;
+  out << "[";
+  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << "]";
+  return out.str();
+}
+
+[[noreturn]] void bad(const std::string& where, const std::string& what) {
+  throw std::invalid_argument("ReplayBuffer." + where + ": " + what);
+}
+
+Philox4 replay_draw(uint64_t seed, uint64_t call, uint32_t b, uint32_t attempt) {
+  return philox4x32_10(
+      Philox4{{static_cast<uint32_t>(call), static_cast<uint32_t>(call >> 32), b,
+               kReplayTag | attempt}},
+      static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+}
+
+ReplayOptions checked(ReplayOptions o) {
+  if (o.capacity < 1) bad("__init__", "capacity must be >= 1, got " + std::to_string(o.capacity));
+  if (o.frame_shape.size() != 3 || o.frame_shape[0] < 1 || o.frame_shape[1] < 1 ||
+      o.frame_shape[2] < 1) {
+    bad("__init__", "frame_shape must be (C, H, W) with positive sizes, got " +
+                        shape_text(o.frame_shape));
+  }
+  if (o.frame_stack < 1 || o.frame_stack > 64) {
+    bad("__init__", "frame_stack must be in [1, 64], got " + std::to_string(o.frame_stack));
+  }
+  if (o.n_step < 1 || o.n_step > 1000) {
+    bad("__init__", "n_step must be in [1, 1000], got " + std::to_string(o.n_step));
+  }
+  if (!(o.gamma >= 0.0 && o.gamma <= 1.0)) {
+    bad("__init__", "gamma must be in [0, 1], got " + std::to_string(o.gamma));
+  }
+  if (!(o.alpha >= 0.0 && std::isfinite(o.alpha))) {
+    bad("__init__", "alpha must be finite and >= 0, got " + std::to_string(o.alpha));
+  }
+  if (!(o.beta >= 0.0 && std::isfinite(o.beta))) {
+    bad("__init__", "beta must be finite and >= 0, got " + std::to_string(o.beta));
+  }
+  if (o.action_shape.size() > 8) bad("__init__", "action_shape has more than 8 dimensions");
+  for (int64_t d : o.action_shape) {
+    if (d < 1) bad("__init__", "action_shape sizes must be positive, got " + shape_text(o.action_shape));
+  }
+  const at::ScalarType t = o.action_dtype;
+  if (!(t == at::kFloat || t == at::kDouble || t == at::kLong || t == at::kInt ||
+        t == at::kByte || t == at::kHalf || t == at::kBFloat16)) {
+    bad("__init__", std::string("action_dtype must be a float or integer dtype, got ") +
+                        c10::toString(t));
+  }
+  if (!(o.device.is_cpu() || o.device.is_cuda())) {
+    bad("__init__", "device must be cpu or cuda, got " + o.device.str());
+  }
+  return o;
+}
+
+}  // namespace
+
+struct ReplayBuffer::Impl {
+  ReplayOptions o;
+  EpisodeRing ring;
+  at::Tensor frames;   // [capacity, C, H, W] uint8 on o.device
+  at::Tensor actions;  // [capacity, *action_shape] on the host
+  uint64_t calls = 0;  // sample() calls so far: the Philox counter
+  // Prioritized: q = p^alpha per slot, the sampling weight (q, or 0 while the
+  // slot is not a valid transition), and the largest p given so far.
+  std::vector<double> priority;
+  std::vector<double> weight;
+  double max_priority = 1.0;
+  at::Tensor weight_device;  // CUDA buffers: the weights where Thrust runs
+  at::Tensor prefix_device;
+
+  explicit Impl(ReplayOptions options)
+      : o(checked(std::move(options))),
+        ring(o.capacity, o.frame_stack, o.n_step, o.gamma) {
+    std::vector<int64_t> frame_sizes{o.capacity};
+    frame_sizes.insert(frame_sizes.end(), o.frame_shape.begin(), o.frame_shape.end());
+    frames = at::zeros(frame_sizes, at::TensorOptions().dtype(at::kByte).device(o.device));
+    std::vector<int64_t> action_sizes{o.capacity};
+    action_sizes.insert(action_sizes.end(), o.action_shape.begin(), o.action_shape.end());
+    actions = at::zeros(action_sizes, at::TensorOptions().dtype(o.action_dtype));
+    if (o.prioritized) {
+      priority.assign(static_cast<size_t>(o.capacity), 0.0);
+      weight.assign(static_cast<size_t>(o.capacity), 0.0);
+      if (o.device.is_cuda()) {
+        const auto f64 = at::TensorOptions().dtype(at::kDouble).device(o.device);
+        weight_device = at::zeros({o.capacity}, f64);
+        prefix_device = at::empty({o.capacity}, f64);
+      }
+    }
+  }
+
+  int64_t frame_bytes() const {
+    return o.frame_shape[0] * o.frame_shape[1] * o.frame_shape[2];
+  }
+
+  // --- adding --------------------------------------------------------------
+
+  // Frames [C, H, W] or [N, C, H, W] as [N, C, H, W]; N and the env ids.
+  at::Tensor checked_frames(const at::Tensor& frames_in, const char* where, int64_t* n) const {
+    if (!frames_in.defined()) bad(where, "frame must be a tensor, got None");
+    const bool single = frames_in.dim() == 3;
+    const at::Tensor f = single ? frames_in.unsqueeze(0) : frames_in;
+    std::vector<int64_t> expected{o.frame_shape};
+    if (f.dim() != 4 || f.scalar_type() != at::kByte ||
+        std::vector<int64_t>(f.sizes().begin() + 1, f.sizes().end()) != expected) {
+      bad(where, "frame must be uint8 " + shape_text(expected) + " (one env) or [N, " +
+                     std::to_string(expected[0]) + ", " + std::to_string(expected[1]) + ", " +
+                     std::to_string(expected[2]) + "] (N envs), got " + text_of(frames_in));
+    }
+    *n = f.size(0);
+    if (*n < 1) bad(where, "frame holds no env (N = 0)");
+    if (*n > o.capacity) {
+      bad(where, "a batch of " + std::to_string(*n) + " frames exceeds capacity " +
+                     std::to_string(o.capacity));
+    }
+    return f;
+  }
+
+  std::vector<int64_t> env_ids(const std::vector<int64_t>& envs, int64_t n, bool single,
+                               const char* where) const {
+    std::vector<int64_t> ids = envs;
+    if (ids.empty()) {
+      for (int64_t i = 0; i < n; ++i) ids.push_back(i);
+    }
+    if (static_cast<int64_t>(ids.size()) != n) {
+      bad(where, "env names " + std::to_string(ids.size()) + " envs for " + std::to_string(n) +
+                     (single ? " frame" : " frames"));
+    }
+    std::unordered_set<int64_t> seen;
+    for (int64_t e : ids) {
+      if (e < 0 || e >= (int64_t{1} << 20)) {
+        bad(where, "env ids must be in [0, 2^20), got " + std::to_string(e));
+      }
+      if (!seen.insert(e).second) bad(where, "env " + std::to_string(e) + " appears twice");
+    }
+    return ids;
+  }
+
+  // A per-env value (scalar or [N]) as a host tensor [N] of `dtype`.
+  at::Tensor per_env(const at::Tensor& v, int64_t n, at::ScalarType dtype, const char* name,
+                     const char* where) const {
+    if (!v.defined()) bad(where, std::string(name) + " must be given");
+    if (!(v.dim() == 0 || (v.dim() == 1 && v.size(0) == n))) {
+      bad(where, std::string(name) + " must be a scalar or [N] = [" + std::to_string(n) +
+                     "], got " + text_of(v));
+    }
+    if (dtype == at::kBool && v.scalar_type() != at::kBool) {
+      bad(where, std::string(name) + " must be bool, got " + text_of(v));
+    }
+    if (dtype != at::kBool && !(at::isFloatingType(v.scalar_type()) ||
+                                at::isIntegralType(v.scalar_type(), /*includeBool=*/false))) {
+      bad(where, std::string(name) + " must be a number, got " + text_of(v));
+    }
+    return v.to(at::kCPU).to(dtype).expand({n}).contiguous();
+  }
+
+  at::Tensor checked_actions(const at::Tensor& action, int64_t n, bool single,
+                             const char* where) const {
+    if (!action.defined()) bad(where, "action must be given");
+    std::vector<int64_t> expected = o.action_shape;
+    if (!single) expected.insert(expected.begin(), n);
+    if (std::vector<int64_t>(action.sizes().begin(), action.sizes().end()) != expected) {
+      bad(where, "action must have shape " + shape_text(expected) + " (action_shape" +
+                     (single ? "" : " with the N envs first") + "), got " + text_of(action));
+    }
+    const bool want_float = at::isFloatingType(o.action_dtype);
+    const at::ScalarType got = action.scalar_type();
+    if (got == at::kBool || at::isComplexType(got) ||
+        (!want_float && !at::isIntegralType(got, /*includeBool=*/false))) {
+      bad(where, std::string("action must be ") + c10::toString(o.action_dtype) +
+                     (want_float ? " (or another real dtype)" : " (or another integer dtype)") +
+                     ", got " + text_of(action));
+    }
+    at::Tensor a = action.to(at::kCPU).to(o.action_dtype).reshape(
+        [&] {
+          std::vector<int64_t> s{n};
+          s.insert(s.end(), o.action_shape.begin(), o.action_shape.end());
+          return s;
+        }());
+    if (!want_float && !a.to(got).equal(action.to(at::kCPU).reshape(a.sizes()))) {
+      bad(where, std::string("action values do not fit action_dtype ") +
+                     c10::toString(o.action_dtype));
+    }
+    return a;
+  }
+
+  // Writes frames into their slots and refreshes the weights of every slot
+  // a push touched.
+  void commit(const at::Tensor& f, const std::vector<int64_t>& slots,
+              std::vector<int64_t>* touched) {
+    at::Tensor slot_index =
+        at::from_blob(const_cast<int64_t*>(slots.data()), {static_cast<int64_t>(slots.size())},
+                      at::TensorOptions().dtype(at::kLong))
+            .clone();
+    frames.index_copy_(0, slot_index.to(o.device), f.to(o.device));
+    if (o.prioritized) refresh_weights(*touched);
+  }
+
+  void note_changes(std::vector<int64_t>* touched) const {
+    touched->insert(touched->end(), ring.changed().begin(), ring.changed().end());
+  }
+
+  void refresh_weights(std::vector<int64_t> slots) {
+    std::sort(slots.begin(), slots.end());
+    slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+    std::vector<double> values(slots.size());
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const size_t s = static_cast<size_t>(slots[i]);
+      weight[s] = ring.valid(slots[i]) ? priority[s] : 0.0;
+      values[i] = weight[s];
+    }
+    if (weight_device.defined() && !slots.empty()) {
+      const auto cpu = at::TensorOptions().device(at::kCPU);
+      at::Tensor index = at::from_blob(slots.data(), {static_cast<int64_t>(slots.size())},
+                                       cpu.dtype(at::kLong));
+      at::Tensor value = at::from_blob(values.data(), {static_cast<int64_t>(values.size())},
+                                       cpu.dtype(at::kDouble));
+      weight_device.index_copy_(0, index.to(o.device), value.to(o.device));
+    }
+  }
+
+  void set_new_priority(int64_t slot) {
+    if (o.prioritized) priority[static_cast<size_t>(slot)] = std::pow(max_priority, o.alpha);
+  }
+
+  // --- sampling -------------------------------------------------------------
+
+  std::vector<int64_t> uniform_slots(int64_t batch) const {
+    std::vector<int64_t> out(static_cast<size_t>(batch));
+    const uint32_t size = static_cast<uint32_t>(ring.size());
+    std::vector<int64_t> valid_slots;  // built only when rejection fails
+    for (int64_t b = 0; b < batch; ++b) {
+      int64_t chosen = -1;
+      Philox4 r{};
+      for (uint32_t attempt = 0; attempt < kUniformAttempts && chosen < 0; ++attempt) {
+        r = replay_draw(o.seed, calls, static_cast<uint32_t>(b), attempt);
+        const int64_t slot = static_cast<int64_t>(below(r.v[0], size));
+        if (ring.valid(slot)) chosen = slot;
+      }
+      if (chosen < 0) {
+        if (valid_slots.empty()) {
+          for (int64_t s = 0; s < ring.size(); ++s) {
+            if (ring.valid(s)) valid_slots.push_back(s);
+          }
+        }
+        chosen = valid_slots[below(r.v[1], static_cast<uint32_t>(valid_slots.size()))];
+      }
+      out[static_cast<size_t>(b)] = chosen;
+    }
+    return out;
+  }
+
+  // Slots and importance weights by proportional priority (docs/replay.md).
+  std::vector<int64_t> prioritized_slots(int64_t batch, double beta, std::vector<float>* weights) {
+    const int64_t n = o.capacity;
+    std::vector<double> targets(static_cast<size_t>(batch));
+    for (int64_t b = 0; b < batch; ++b) {
+      const Philox4 r = replay_draw(o.seed, calls, static_cast<uint32_t>(b), 0);
+      targets[static_cast<size_t>(b)] = (static_cast<double>(b) + unit(r.v[0])) / batch;
+    }
+    std::vector<int64_t> slots(static_cast<size_t>(batch));
+    double smallest = 0;
+    if (!weight_device.defined()) {
+      std::vector<double> prefix(static_cast<size_t>(n));
+      smallest = proportional_draw_host(weight.data(), n, prefix.data(), targets.data(), batch,
+                                        slots.data());
+    } else {
+#ifdef OBSAUG_WITH_CUDA
+      const c10::cuda::CUDAGuard guard(o.device);
+      const auto dev = at::TensorOptions().device(o.device);
+      at::Tensor target_device =
+          at::from_blob(targets.data(), {batch}, at::TensorOptions().dtype(at::kDouble))
+              .to(o.device);
+      at::Tensor slot_device = at::empty({batch}, dev.dtype(at::kLong));
+      smallest = proportional_draw_cuda(
+          weight_device.data_ptr<double>(), n, prefix_device.data_ptr<double>(),
+          target_device.data_ptr<double>(), batch, slot_device.data_ptr<int64_t>(),
+          c10::cuda::getCurrentCUDAStream(o.device.index()).stream());
+      at::Tensor host = slot_device.to(at::kCPU);
+      std::copy(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + batch, slots.begin());
+#else
+      throw std::logic_error("ReplayBuffer: CUDA weights without CUDA support");
+#endif
+    }
+    weights->resize(static_cast<size_t>(batch));
+    for (int64_t b = 0; b < batch; ++b) {
+      int64_t& s = slots[static_cast<size_t>(b)];
+      if (s >= n || weight[static_cast<size_t>(std::min(s, n - 1))] <= 0.0) {
+        s = std::min(s, n - 1);  // rounding put the target on the total: the last positive weight
+        while (s > 0 && weight[static_cast<size_t>(s)] <= 0.0) --s;
+      }
+      (*weights)[static_cast<size_t>(b)] =
+          static_cast<float>(std::pow(weight[static_cast<size_t>(s)] / smallest, -beta));
+    }
+    return slots;
+  }
+
+  at::Tensor gather(const at::Tensor& index_host, const StackAugment* augment,
+                    uint64_t step) const {
+    const at::Tensor index = index_host.to(o.device);
+    if (augment != nullptr) return augment->gather(frames, index, step);
+    return ops::gather_augment(frames, index, std::nullopt, {}, 0, 0, {}, /*check_indices=*/false);
+  }
+};
+
+ReplayBuffer::ReplayBuffer(ReplayOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+ReplayBuffer::~ReplayBuffer() = default;
+ReplayBuffer::ReplayBuffer(ReplayBuffer&&) noexcept = default;
+ReplayBuffer& ReplayBuffer::operator=(ReplayBuffer&&) noexcept = default;
+
+void ReplayBuffer::add_first(const at::Tensor& frames, const std::vector<int64_t>& envs) {
+  Impl& d = *impl_;
+  int64_t n = 0;
+  const at::Tensor f = d.checked_frames(frames, "add_first", &n);
+  const std::vector<int64_t> ids = d.env_ids(envs, n, frames.dim() == 3, "add_first");
+  std::vector<int64_t> slots, touched;
+  for (int64_t e : ids) {
+    const int64_t slot = d.ring.push_first(e);
+    d.note_changes(&touched);
+    d.set_new_priority(slot);
+    slots.push_back(slot);
+    touched.push_back(slot);
+  }
+  d.commit(f, slots, &touched);
+}
+
+void ReplayBuffer::add(const at::Tensor& action, const at::Tensor& reward, const at::Tensor& frames,
+                       const at::Tensor& terminated, const at::Tensor& truncated,
+                       const std::vector<int64_t>& envs) {
+  Impl& d = *impl_;
+  int64_t n = 0;
+  const at::Tensor f = d.checked_frames(frames, "add", &n);
+  const bool single = frames.dim() == 3;
+  const std::vector<int64_t> ids = d.env_ids(envs, n, single, "add");
+  const at::Tensor a = d.checked_actions(action, n, single, "add");
+  const at::Tensor r = d.per_env(reward, n, at::kFloat, "reward", "add");
+  const at::Tensor term = d.per_env(terminated, n, at::kBool, "terminated", "add");
+  const at::Tensor trunc = d.per_env(truncated, n, at::kBool, "truncated", "add");
+  const float* rewards = r.data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(rewards[i])) {
+      bad("add", "reward must be finite, got " + std::to_string(rewards[i]) + " for env " +
+                     std::to_string(ids[static_cast<size_t>(i)]));
+    }
+    if (!d.ring.can_continue(ids[static_cast<size_t>(i)])) {
+      bad("add", "env " + std::to_string(ids[static_cast<size_t>(i)]) +
+                     " has no open episode: call add_first(frame) after a reset (and after "
+                     "terminated or truncated)");
+    }
+  }
+  std::vector<int64_t> slots, touched;
+  const bool* terms = term.data_ptr<bool>();
+  const bool* truncs = trunc.data_ptr<bool>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t slot = d.ring.push(ids[static_cast<size_t>(i)], rewards[i], terms[i], truncs[i]);
+    d.note_changes(&touched);
+    d.set_new_priority(slot);
+    slots.push_back(slot);
+    touched.push_back(slot);
+    d.actions[slot].copy_(a[i]);
+  }
+  d.commit(f, slots, &touched);
+}
+
+ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
+                                 bool share_augmentation, std::optional<double> beta) {
+  Impl& d = *impl_;
+  const int64_t valid = d.ring.num_valid();
+  if (batch < 1) bad("sample", "batch size must be >= 1, got " + std::to_string(batch));
+  if (valid == 0) {
+    bad("sample", "no transition can be sampled yet (" + std::to_string(d.ring.size()) +
+                      " frames stored; a transition needs its next frame" +
+                      (d.o.n_step > 1 ? " and n_step frames of future or an episode end" : "") +
+                      ")");
+  }
+  if (batch > valid) {
+    bad("sample", "batch size " + std::to_string(batch) + " exceeds the " +
+                      std::to_string(valid) + " valid transitions stored");
+  }
+  const double b_exp = beta.value_or(d.o.beta);
+  if (!(b_exp >= 0.0 && std::isfinite(b_exp))) {
+    bad("sample", "beta must be finite and >= 0, got " + std::to_string(b_exp));
+  }
+  if (augment != nullptr && (!augment->gather || !augment->reserve_steps)) {
+    bad("sample", "augment has no gather/reserve_steps functions");
+  }
+  std::vector<float> weights;
+  const std::vector<int64_t> slots =
+      d.o.prioritized ? d.prioritized_slots(batch, b_exp, &weights) : d.uniform_slots(batch);
+
+  const int64_t S = d.o.frame_stack;
+  const auto cpu = at::TensorOptions().device(at::kCPU);
+  at::Tensor obs_index = at::empty({batch, S}, cpu.dtype(at::kLong));
+  at::Tensor next_index = at::empty({batch, S}, cpu.dtype(at::kLong));
+  at::Tensor action_slots = at::empty({batch}, cpu.dtype(at::kLong));
+  at::Tensor reward = at::empty({batch}, cpu.dtype(at::kFloat));
+  at::Tensor discount = at::empty({batch}, cpu.dtype(at::kFloat));
+  at::Tensor indices = at::empty({batch}, cpu.dtype(at::kLong));
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t slot = slots[static_cast<size_t>(b)];
+    const int64_t t = d.ring.logical_of(slot);
+    const SampledTransition tr = d.ring.transition(t);
+    d.ring.stack(t, obs_index.data_ptr<int64_t>() + b * S);
+    d.ring.stack(tr.next_frame, next_index.data_ptr<int64_t>() + b * S);
+    action_slots.data_ptr<int64_t>()[b] = tr.action_slot;
+    reward.data_ptr<float>()[b] = static_cast<float>(tr.reward);
+    discount.data_ptr<float>()[b] = static_cast<float>(tr.discount);
+    indices.data_ptr<int64_t>()[b] = slot;
+  }
+  uint64_t step = 0;
+  if (augment != nullptr) step = augment->reserve_steps(share_augmentation ? 1 : 2);
+  ReplayBatch out;
+  out.obs = d.gather(obs_index, augment, step);
+  out.next_obs = d.gather(next_index, augment, share_augmentation ? step : step + 1);
+  out.action = d.actions.index_select(0, action_slots).to(d.o.device);
+  out.reward = reward.to(d.o.device);
+  out.discount = discount.to(d.o.device);
+  out.indices = indices.to(d.o.device);
+  if (d.o.prioritized) {
+    out.weights = at::from_blob(weights.data(), {batch}, cpu.dtype(at::kFloat)).to(d.o.device, false, true);
+  }
+  ++d.calls;
+  return out;
+}
+
+void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor& priorities) {
+  Impl& d = *impl_;
+  if (!d.o.prioritized) bad("update_priorities", "the buffer was built with prioritized=False");
+  if (!indices.defined() || !priorities.defined()) {
+    bad("update_priorities", "indices and priorities must be tensors");
+  }
+  if (indices.dim() != 1 || at::isFloatingType(indices.scalar_type()) ||
+      !at::isIntegralType(indices.scalar_type(), false)) {
+    bad("update_priorities", "indices must be an integer tensor [K], got " + text_of(indices));
+  }
+  if (priorities.dim() != 1 || priorities.size(0) != indices.size(0) ||
+      !(at::isFloatingType(priorities.scalar_type()) ||
+        at::isIntegralType(priorities.scalar_type(), false))) {
+    bad("update_priorities", "priorities must be a real tensor [K] with K = " +
+                                 std::to_string(indices.size(0)) + ", got " + text_of(priorities));
+  }
+  const at::Tensor idx = indices.to(at::kCPU).to(at::kLong).contiguous();
+  const at::Tensor pri = priorities.to(at::kCPU).to(at::kDouble).contiguous();
+  const int64_t k = idx.size(0);
+  const int64_t* ip = idx.data_ptr<int64_t>();
+  const double* pp = pri.data_ptr<double>();
+  for (int64_t i = 0; i < k; ++i) {
+    if (ip[i] < 0 || ip[i] >= d.ring.size()) {
+      throw std::out_of_range("ReplayBuffer.update_priorities: index " + std::to_string(ip[i]) +
+                              " is not a stored slot [0, " + std::to_string(d.ring.size()) + ")");
+    }
+    if (!std::isfinite(pp[i]) || pp[i] < 0) {
+      bad("update_priorities", "priorities must be finite and >= 0, got " +
+                                   std::to_string(pp[i]) + " at position " + std::to_string(i));
+    }
+  }
+  std::vector<int64_t> touched(ip, ip + k);
+  for (int64_t i = 0; i < k; ++i) {
+    d.priority[static_cast<size_t>(ip[i])] = std::pow(pp[i], d.o.alpha);
+    d.max_priority = std::max(d.max_priority, pp[i]);
+  }
+  d.refresh_weights(std::move(touched));
+}
+
+// --- checkpoints ---------------------------------------------------------------
+
+void ReplayBuffer::save(const std::string& dir) const {
+  const Impl& d = *impl_;
+  write_atomically(dir, kFileName, [&](CheckpointWriter& w) {
+    w.bytes(kMagic, sizeof(kMagic));
+    w.value<uint32_t>(kFormatVersion);
+    const ReplayOptions& o = d.o;
+    w.value<int64_t>(o.capacity);
+    for (int64_t s : o.frame_shape) w.value<int64_t>(s);
+    w.value<int32_t>(o.frame_stack);
+    w.value<uint32_t>(static_cast<uint32_t>(o.action_shape.size()));
+    for (int64_t s : o.action_shape) w.value<int64_t>(s);
+    w.text(c10::toString(o.action_dtype));
+    w.value<int32_t>(o.n_step);
+    w.value<double>(o.gamma);
+    w.value<uint8_t>(o.prioritized ? 1 : 0);
+    w.value<double>(o.alpha);
+    w.value<double>(o.beta);
+    w.value<uint64_t>(o.seed);
+    w.value<int64_t>(d.ring.total());
+    w.value<uint64_t>(d.calls);
+    w.value<double>(d.max_priority);
+    const int64_t size = d.ring.size();
+    for (int64_t s = 0; s < size; ++s) {
+      const EpisodeRing::Slot& slot = d.ring.slots()[static_cast<size_t>(s)];
+      w.value<int64_t>(slot.prev);
+      w.value<int64_t>(slot.next);
+      w.value<float>(slot.reward);
+      w.value<uint8_t>(slot.terminated);
+      w.value<uint8_t>(slot.ended);
+    }
+    w.value<uint32_t>(static_cast<uint32_t>(d.ring.envs().size()));
+    for (const EpisodeRing::Env& e : d.ring.envs()) {
+      w.value<int64_t>(e.last);
+      w.value<uint8_t>(e.open);
+    }
+    if (o.prioritized) w.bytes(d.priority.data(), sizeof(double) * static_cast<size_t>(size));
+    const at::Tensor acts = d.actions.narrow(0, 0, size).contiguous();
+    w.bytes(acts.data_ptr(), acts.nbytes());
+    const int64_t chunk = std::max<int64_t>(1, (64 << 20) / d.frame_bytes());
+    for (int64_t first = 0; first < size; first += chunk) {
+      const at::Tensor part =
+          d.frames.narrow(0, first, std::min(chunk, size - first)).to(at::kCPU).contiguous();
+      w.bytes(part.data_ptr(), part.nbytes());
+    }
+  });
+}
+
+ReplayBuffer ReplayBuffer::load(const std::string& dir, std::optional<c10::Device> device) {
+  CheckpointReader r(dir + "/" + kFileName);
+  char magic[sizeof(kMagic)];
+  r.bytes(magic, sizeof(magic));
+  if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
+    r.corrupt("it does not start with OBSAUGRB (not an obsaug replay checkpoint)");
+  }
+  const uint32_t version = r.value<uint32_t>();
+  if (version != kFormatVersion) {
+    r.corrupt("format version " + std::to_string(version) + ", this obsaug reads version " +
+              std::to_string(kFormatVersion));
+  }
+  ReplayOptions o;
+  o.capacity = r.value<int64_t>();
+  for (int64_t& s : o.frame_shape) s = r.value<int64_t>();
+  o.frame_stack = r.value<int32_t>();
+  const uint32_t action_dims = r.value<uint32_t>();
+  if (action_dims > 8) r.corrupt("action_shape with " + std::to_string(action_dims) + " dims");
+  o.action_shape.resize(action_dims);
+  for (int64_t& s : o.action_shape) s = r.value<int64_t>();
+  const std::string dtype = r.text(32);
+  bool known = false;
+  for (at::ScalarType t : {at::kFloat, at::kDouble, at::kLong, at::kInt, at::kByte, at::kHalf,
+                           at::kBFloat16}) {
+    if (dtype == c10::toString(t)) {
+      o.action_dtype = t;
+      known = true;
+    }
+  }
+  if (!known) r.corrupt("unknown action dtype '" + dtype + "'");
+  o.n_step = r.value<int32_t>();
+  o.gamma = r.value<double>();
+  o.prioritized = r.value<uint8_t>() != 0;
+  o.alpha = r.value<double>();
+  o.beta = r.value<double>();
+  o.seed = r.value<uint64_t>();
+  o.device = device.value_or(c10::Device(c10::kCPU));
+  const int64_t total = r.value<int64_t>();
+  const uint64_t calls = r.value<uint64_t>();
+  const double max_priority = r.value<double>();
+  // Sizes from the header must fit in the bytes that follow before anything is allocated.
+  if (o.capacity < 1 || total < 0) r.corrupt("capacity or frame count out of range");
+  for (int64_t s : o.frame_shape) {
+    if (s < 1 || s > (int64_t{1} << 16)) r.corrupt("frame_shape out of range");
+  }
+  const int64_t size = std::min(total, o.capacity);
+  int64_t action_elems = 1;
+  for (int64_t s : o.action_shape) {
+    if (s < 1 || s > (int64_t{1} << 16)) r.corrupt("action_shape out of range");
+    action_elems *= s;
+  }
+  const uint64_t frame_bytes =
+      static_cast<uint64_t>(o.frame_shape[0] * o.frame_shape[1] * o.frame_shape[2]);
+  const uint64_t per_slot = 22 + (o.prioritized ? 8 : 0) +
+                            static_cast<uint64_t>(action_elems) * c10::elementSize(o.action_dtype) +
+                            frame_bytes;
+  if (static_cast<uint64_t>(size) > r.remaining() / per_slot) {
+    r.corrupt(std::to_string(size) + " stored frames do not fit in the file");
+  }
+  r.expect(static_cast<uint64_t>(size) * per_slot, "the stored frames");
+  ReplayBuffer rb{o};  // checks the options (std::invalid_argument names a bad one)
+  Impl& d = *rb.impl_;
+  std::vector<EpisodeRing::Slot> slots(static_cast<size_t>(o.capacity));
+  for (int64_t s = 0; s < size; ++s) {
+    EpisodeRing::Slot& slot = slots[static_cast<size_t>(s)];
+    slot.prev = r.value<int64_t>();
+    slot.next = r.value<int64_t>();
+    slot.reward = r.value<float>();
+    slot.terminated = r.value<uint8_t>();
+    slot.ended = r.value<uint8_t>();
+  }
+  const uint32_t env_count = r.value<uint32_t>();
+  r.expect(static_cast<uint64_t>(env_count) * 9, "the env table");
+  std::vector<EpisodeRing::Env> envs(env_count);
+  for (EpisodeRing::Env& e : envs) {
+    e.last = r.value<int64_t>();
+    e.open = r.value<uint8_t>();
+  }
+  if (o.prioritized) r.bytes(d.priority.data(), sizeof(double) * static_cast<size_t>(size));
+  at::Tensor acts = d.actions.narrow(0, 0, size);
+  r.bytes(acts.data_ptr(), acts.nbytes());
+  const int64_t chunk = std::max<int64_t>(1, (64 << 20) / d.frame_bytes());
+  at::Tensor host = at::empty({std::min(chunk, std::max<int64_t>(size, 1)), o.frame_shape[0],
+                               o.frame_shape[1], o.frame_shape[2]},
+                              at::TensorOptions().dtype(at::kByte));
+  for (int64_t first = 0; first < size; first += chunk) {
+    const int64_t count = std::min(chunk, size - first);
+    at::Tensor part = host.narrow(0, 0, count);
+    r.bytes(part.data_ptr(), part.nbytes());
+    d.frames.narrow(0, first, count).copy_(part);
+  }
+  r.finish();
+  try {
+    d.ring.restore(total, std::move(slots), std::move(envs));
+  } catch (const std::invalid_argument& e) {
+    r.corrupt(e.what());
+  }
+  d.calls = calls;
+  d.max_priority = max_priority;
+  if (o.prioritized) {
+    std::vector<int64_t> all(static_cast<size_t>(o.capacity));
+    for (int64_t s = 0; s < o.capacity; ++s) all[static_cast<size_t>(s)] = s;
+    d.refresh_weights(std::move(all));
+  }
+  return rb;
+}
+
+const ReplayOptions& ReplayBuffer::options() const { return impl_->o; }
+int64_t ReplayBuffer::size() const { return impl_->ring.size(); }
+int64_t ReplayBuffer::num_valid() const { return impl_->ring.num_valid(); }
+int64_t ReplayBuffer::total_frames() const { return impl_->ring.total(); }
+uint64_t ReplayBuffer::sample_calls() const { return impl_->calls; }
+const at::Tensor& ReplayBuffer::storage() const { return impl_->frames; }
+
+}  // namespace obsaug

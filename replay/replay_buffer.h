@@ -1,0 +1,102 @@
+// obsaug::ReplayBuffer: frames stored once, stacks rebuilt at sample time,
+// uniform or proportional prioritized sampling, n-step returns, and the
+// sampled stacks gathered and augmented in one kernel pass. The contract,
+// with the exact sampling rules, is docs/replay.md.
+//
+// Storage: frames in one uint8 tensor [capacity, C, H, W] on the buffer's
+// device; actions, rewards, episode links and priorities on the host (a few
+// dozen bytes per frame). Not thread-safe: one thread adds and samples (as
+// an RL loop does); guard it externally to share it.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "replay/episode_ring.h"
+
+namespace obsaug {
+
+struct ReplayOptions {
+  int64_t capacity = 100000;                 // frames stored
+  std::vector<int64_t> frame_shape{3, 84, 84};  // C, H, W
+  int32_t frame_stack = 3;                    // S
+  std::vector<int64_t> action_shape;          // empty: a scalar action
+  at::ScalarType action_dtype = at::kFloat;
+  c10::Device device{c10::kCPU};
+  int32_t n_step = 1;
+  double gamma = 0.99;
+  bool prioritized = false;
+  double alpha = 0.6;  // priority exponent
+  double beta = 0.4;   // importance-sampling exponent (sample() may override)
+  uint64_t seed = 0;
+};
+
+struct ReplayBatch {
+  at::Tensor obs;       // [B, S*C, H, W]
+  at::Tensor action;    // [B, *action_shape]
+  at::Tensor reward;    // [B] float32, n-step discounted sum
+  at::Tensor discount;  // [B] float32, gamma^n' or 0 after termination
+  at::Tensor next_obs;  // [B, S*C, H, W]
+  at::Tensor indices;   // [B] int64 slots (for update_priorities)
+  at::Tensor weights;   // [B] float32 importance weights (prioritized only)
+};
+
+// How sample() augments: a step source and a gather+augment of stacks from
+// a storage. replay/engine_augment.h makes one from an obsaug::Engine.
+struct StackAugment {
+  std::function<uint64_t(uint64_t count)> reserve_steps;  // first of `count` consecutive steps
+  std::function<at::Tensor(const at::Tensor& storage, const at::Tensor& indices, uint64_t step)>
+      gather;
+};
+
+class ReplayBuffer {
+ public:
+  explicit ReplayBuffer(ReplayOptions options);
+  ~ReplayBuffer();
+  ReplayBuffer(ReplayBuffer&&) noexcept;
+  ReplayBuffer& operator=(ReplayBuffer&&) noexcept;
+
+  // Starts an episode: frames [C, H, W] (env envs[0], default 0) or
+  // [N, C, H, W] (envs envs[i], default i). An env's open episode is closed
+  // as truncated.
+  void add_first(const at::Tensor& frames, const std::vector<int64_t>& envs = {});
+  // One step per env: action [*action_shape] or [N, *action_shape], reward,
+  // terminated, truncated scalars or [N], frames as for add_first.
+  // Everything is checked before anything is written.
+  void add(const at::Tensor& action, const at::Tensor& reward, const at::Tensor& frames,
+           const at::Tensor& terminated, const at::Tensor& truncated,
+           const std::vector<int64_t>& envs = {});
+
+  // B transitions by the buffer's sampler; obs / next_obs gathered (and
+  // augmented when `augment` is given: steps s, s+1, or s, s when
+  // share_augmentation) in one pass each.
+  ReplayBatch sample(int64_t batch, const StackAugment* augment = nullptr,
+                     bool share_augmentation = false, std::optional<double> beta = std::nullopt);
+  // indices [K] slots, priorities [K] finite >= 0 (prioritized buffers only).
+  void update_priorities(const at::Tensor& indices, const at::Tensor& priorities);
+
+  // dir/replay.obsaug, written atomically (docs/replay.md).
+  void save(const std::string& dir) const;
+  static ReplayBuffer load(const std::string& dir,
+                           std::optional<c10::Device> device = std::nullopt);
+
+  const ReplayOptions& options() const;
+  int64_t size() const;       // frames stored, min(total_frames, capacity)
+  int64_t num_valid() const;  // transitions that can be sampled now
+  int64_t total_frames() const;
+  uint64_t sample_calls() const;
+  const at::Tensor& storage() const;  // [capacity, C, H, W] uint8
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace obsaug
