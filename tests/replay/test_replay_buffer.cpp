@@ -1,0 +1,247 @@
+// obsaug::ReplayBuffer's C++ API: rejected calls leave the buffer as it was,
+// checkpoints round-trip exactly and refuse damaged files, a save that fails
+// (file size limit standing in for a full disk) keeps the previous
+// checkpoint, and sample(augment_with(engine)) equals sample-then-augment.
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/zeros.h>
+#include <ATen/ops/tensor.h>
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include "replay/replay_buffer.h"
+#ifdef OBSAUG_WITH_ENGINE_API
+#include "engine/config.h"
+#include "kernels/augment.h"
+#include "replay/engine_augment.h"
+#endif
+
+namespace obsaug {
+namespace {
+
+ReplayOptions small_options(bool prioritized = false) {
+  ReplayOptions o;
+  o.capacity = 40;
+  o.frame_shape = {3, 6, 5};
+  o.frame_stack = 3;
+  o.action_shape = {2};
+  o.n_step = 2;
+  o.gamma = 0.9;
+  o.prioritized = prioritized;
+  o.seed = 11;
+  return o;
+}
+
+at::Tensor frame(int64_t value, const ReplayOptions& o) {
+  return at::full({o.frame_shape[0], o.frame_shape[1], o.frame_shape[2]}, value % 251,
+                  at::TensorOptions().dtype(at::kByte));
+}
+
+at::Tensor flag(bool v) { return at::scalar_tensor(v, at::TensorOptions().dtype(at::kBool)); }
+at::Tensor number(double v) { return at::scalar_tensor(v, at::TensorOptions().dtype(at::kFloat)); }
+
+// Episodes of 9 steps, long enough to wrap the ring twice.
+void fill(ReplayBuffer& rb, int64_t steps) {
+  const ReplayOptions& o = rb.options();
+  int64_t t = rb.total_frames();
+  for (int64_t i = 0; i < steps; ++i, ++t) {
+    if (t % 10 == 0) {
+      rb.add_first(frame(t, o));
+      continue;
+    }
+    const at::Tensor action = at::arange(double(t), double(t + 2), at::TensorOptions().dtype(at::kFloat));
+    rb.add(action, number(0.5 * t), frame(t, o), flag(t % 10 == 9), flag(false));
+  }
+}
+
+void expect_same_batch(const ReplayBatch& a, const ReplayBatch& b) {
+  EXPECT_TRUE(at::equal(a.obs, b.obs));
+  EXPECT_TRUE(at::equal(a.next_obs, b.next_obs));
+  EXPECT_TRUE(at::equal(a.action, b.action));
+  EXPECT_TRUE(at::equal(a.reward, b.reward));
+  EXPECT_TRUE(at::equal(a.discount, b.discount));
+  EXPECT_TRUE(at::equal(a.indices, b.indices));
+  EXPECT_EQ(a.weights.defined(), b.weights.defined());
+  if (a.weights.defined()) {
+    EXPECT_TRUE(at::equal(a.weights, b.weights));
+  }
+}
+
+std::string temp_dir(const std::string& name) {
+  return ::testing::TempDir() + "obsaug_replay_" + name + "_" + std::to_string(::getpid());
+}
+
+TEST(ReplayBuffer, RejectedAddLeavesTheBufferUnchanged) {
+  ReplayBuffer rb(small_options());
+  ReplayBuffer twin(small_options());
+  fill(rb, 25);
+  fill(twin, 25);
+  const ReplayOptions& o = rb.options();
+  const at::Tensor f = frame(99, o);
+  // Wrong frame dtype / shape, wrong action shape, NaN reward, env without an episode.
+  EXPECT_THROW(rb.add(at::zeros({2}), number(1), f.to(at::kFloat), flag(false), flag(false)),
+               std::invalid_argument);
+  EXPECT_THROW(rb.add(at::zeros({2}), number(1), f.narrow(1, 0, 3), flag(false), flag(false)),
+               std::invalid_argument);
+  EXPECT_THROW(rb.add(at::zeros({3}), number(1), f, flag(false), flag(false)),
+               std::invalid_argument);
+  EXPECT_THROW(rb.add(at::zeros({2}), number(NAN), f, flag(false), flag(false)),
+               std::invalid_argument);
+  // A batch where env 1 has no open episode: env 0's step is not written either.
+  EXPECT_THROW(rb.add(at::zeros({2, 2}), at::zeros({2}), at::stack({f, f}),
+                      at::zeros({2}, at::TensorOptions().dtype(at::kBool)),
+                      at::zeros({2}, at::TensorOptions().dtype(at::kBool))),
+               std::invalid_argument);
+  EXPECT_EQ(rb.total_frames(), twin.total_frames());
+  EXPECT_EQ(rb.num_valid(), twin.num_valid());
+  EXPECT_TRUE(at::equal(rb.storage(), twin.storage()));
+  expect_same_batch(rb.sample(16), twin.sample(16));
+  EXPECT_THROW(rb.sample(rb.num_valid() + 1), std::invalid_argument);
+  EXPECT_THROW(ReplayBuffer(small_options()).sample(1), std::invalid_argument);
+}
+
+TEST(ReplayBuffer, BadPrioritiesChangeNothing) {
+  ReplayBuffer rb(small_options(true));
+  ReplayBuffer twin(small_options(true));
+  fill(rb, 30);
+  fill(twin, 30);
+  const at::Tensor idx = at::tensor({1, 2, 3}, at::TensorOptions().dtype(at::kLong));
+  EXPECT_THROW(rb.update_priorities(idx, at::tensor({1.0, NAN, 2.0})), std::invalid_argument);
+  EXPECT_THROW(rb.update_priorities(idx, at::tensor({1.0, -1.0, 2.0})), std::invalid_argument);
+  EXPECT_THROW(rb.update_priorities(idx, at::tensor({1.0, INFINITY, 2.0})), std::invalid_argument);
+  EXPECT_THROW(rb.update_priorities(at::tensor({101, 102, 103}, at::TensorOptions().dtype(at::kLong)), at::tensor({1.0, 1.0, 1.0})), std::out_of_range);
+  expect_same_batch(rb.sample(8), twin.sample(8));
+  rb.update_priorities(idx, at::tensor({5.0, 0.0, 2.0}));
+  twin.update_priorities(idx, at::tensor({5.0, 0.0, 2.0}));
+  expect_same_batch(rb.sample(8), twin.sample(8));
+}
+
+TEST(ReplayBuffer, CheckpointRoundTripContinuesExactly) {
+  for (bool prioritized : {false, true}) {
+    ReplayBuffer rb(small_options(prioritized));
+    fill(rb, 95);  // wrapped twice
+    rb.sample(4);
+    const std::string dir = temp_dir("roundtrip");
+    rb.save(dir);
+    ReplayBuffer loaded = ReplayBuffer::load(dir);
+    EXPECT_EQ(loaded.num_valid(), rb.num_valid());
+    EXPECT_EQ(loaded.sample_calls(), rb.sample_calls());
+    expect_same_batch(loaded.sample(12), rb.sample(12));
+    fill(rb, 7);
+    fill(loaded, 7);
+    expect_same_batch(loaded.sample(12), rb.sample(12));
+    std::remove((dir + "/replay.obsaug").c_str());
+    ::rmdir(dir.c_str());
+  }
+}
+
+TEST(ReplayBuffer, DamagedCheckpointsAreRefusedByName) {
+  ReplayBuffer rb(small_options(true));
+  fill(rb, 50);
+  const std::string dir = temp_dir("damaged");
+  rb.save(dir);
+  const std::string path = dir + "/replay.obsaug";
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto write = [&](const std::string& content) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << content;
+  };
+  const auto message_of_load = [&]() -> std::string {
+    try {
+      ReplayBuffer::load(dir);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "loaded";
+  };
+  std::string flipped = bytes;
+  flipped[flipped.size() / 2] ^= 0x10;
+  write(flipped);
+  EXPECT_NE(message_of_load().find("checksum"), std::string::npos) << message_of_load();
+  write(bytes.substr(0, bytes.size() / 3));
+  EXPECT_NE(message_of_load().find("truncated"), std::string::npos) << message_of_load();
+  write("NOTARBUF" + bytes.substr(8));
+  EXPECT_NE(message_of_load().find("OBSAUGRB"), std::string::npos) << message_of_load();
+  write(bytes + "x");
+  EXPECT_NE(message_of_load().find("after the data"), std::string::npos) << message_of_load();
+  write(bytes);
+  EXPECT_EQ(ReplayBuffer::load(dir).num_valid(), rb.num_valid());
+  std::remove(path.c_str());
+  ::rmdir(dir.c_str());
+}
+
+// A save that cannot be written (here: the file size limit, as a full disk
+// would) throws, removes its temporary file and leaves the previous
+// checkpoint loadable.
+TEST(ReplayBuffer, FailedSaveKeepsThePreviousCheckpoint) {
+  ReplayBuffer rb(small_options());
+  fill(rb, 30);
+  const std::string dir = temp_dir("failed_save");
+  rb.save(dir);
+  fill(rb, 30);
+  struct rlimit old_limit;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 512;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string error;
+  try {
+    rb.save(dir);
+  } catch (const std::runtime_error& e) {
+    error = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(error.find("cannot write"), std::string::npos) << error;
+  EXPECT_NE(::access((dir + "/replay.obsaug.tmp").c_str(), F_OK), 0) << "temporary left behind";
+  const ReplayBuffer previous = ReplayBuffer::load(dir);
+  EXPECT_EQ(previous.total_frames(), 30);
+  std::remove((dir + "/replay.obsaug").c_str());
+  ::rmdir(dir.c_str());
+}
+
+#ifdef OBSAUG_WITH_ENGINE_API
+TEST(ReplayBuffer, FusedSampleEqualsSampleThenAugment) {
+  const std::string photos = std::string(OBSAUG_SOURCE_DIR) + "/data/photos";
+  if (::access((photos + "/SOURCES.md").c_str(), F_OK) != 0) GTEST_SKIP() << "no " << photos;
+  ReplayOptions o = small_options();
+  o.frame_shape = {3, 24, 20};
+  const std::string config_text =
+      "seed: 4\nframes: {stack: 3, channels: 3, height: 24, width: 20}\n"
+      "pipeline: [{op: shift, pad: 3}, {op: overlay, alpha: 0.4}]\n"
+      "pool: {size: 4, sources: [" + photos + "], refresh: {threads: 0}}\n";
+  Engine engine(load_config_string(config_text, "<test>", ""));
+  ReplayBuffer fused(o);
+  ReplayBuffer plain(o);
+  fill(fused, 60);
+  fill(plain, 60);
+  const StackAugment augment = augment_with(engine);
+  for (bool share : {false, true}) {
+    const uint64_t step = engine.step();
+    const ReplayBatch a = fused.sample(10, &augment, share);
+    const ReplayBatch b = plain.sample(10);
+    EXPECT_EQ(engine.step(), step + (share ? 1 : 2));
+    EXPECT_TRUE(at::equal(a.obs, engine.augment(b.obs, step)));
+    EXPECT_TRUE(at::equal(a.next_obs, engine.augment(b.next_obs, share ? step : step + 1)));
+    EXPECT_TRUE(at::equal(a.reward, b.reward));
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace obsaug
