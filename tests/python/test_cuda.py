@@ -229,3 +229,61 @@ def test_float_bits_survive_geometric_ops():
         want, got = both(fn, x)
         assert_equal(want, got)
         assert (torch.signbit(want) & (want == 0)).any()
+
+
+# ------------------------------------------------------------- gather + replay
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("pipe", ["shift_overlay", "overlay_range_pf", "fullcrop_shift_overlay"])
+def test_gather_augment_matches_cpu(dtype, pipe):
+    storage = random_obs((300, 3, 84, 84), dtype=dtype, seed=21)
+    pool = random_pool(13, 3, 84, 84, seed=22)
+    idx = torch.randint(0, 300, (64, 3), generator=torch.Generator().manual_seed(5))
+    ops_ = resolve(PIPES[pipe], 84, 84)
+
+    def fn(s, i, p):
+        return ops.gather_augment(s, i, p, ops=ops_, seed=SEED, step=STEP)
+
+    want, got = both(fn, storage, idx, pool)
+    assert_equal(want, got)
+    if dtype == torch.uint8:
+        want, got = both(lambda s, i, p: ops.gather_augment(
+            s, i, p, ops=ops_, seed=SEED, step=STEP, out_dtype=torch.float32, scale=1 / 255,
+            bias=-0.5), storage, idx, pool)
+        assert_equal(want, got)
+
+
+def test_gather_augment_rejects_out_of_range_indices_on_device():
+    storage = random_obs((10, 3, 8, 8), seed=1).to(DEV)
+    idx = torch.tensor([[0, 1, 10]], device=DEV)
+    with pytest.raises(IndexError, match=r"\[0, N\)"):
+        ops.gather_augment(storage, idx, ops=[], seed=1, step=0)
+
+
+def _filled_buffer(device, prioritized):
+    rb = obsaug.ReplayBuffer(500, (3, 16, 16), 3, (2,), device=device, n_step=3, gamma=0.9,
+                             prioritized=prioritized, alpha=1.0, beta=0.5, seed=9)
+    g = torch.Generator().manual_seed(3)
+    for t in range(900):  # wraps the ring; episodes of 50 steps
+        frame = torch.randint(0, 256, (3, 16, 16), dtype=torch.uint8, generator=g)
+        if t % 50 == 0:
+            rb.add_first(frame)
+        else:
+            rb.add(torch.rand(2, generator=g), float(t % 7), frame, terminated=t % 50 == 49)
+    return rb
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+def test_replay_on_device_samples_what_the_cpu_buffer_samples(prioritized):
+    """Uniform sampling is host-side; prioritized runs Thrust on the device. With
+    integer priorities (alpha 1) every prefix sum is exact, so both pick the same slots."""
+    cpu, dev = _filled_buffer("cpu", prioritized), _filled_buffer(DEV, prioritized)
+    for round_ in range(5):
+        a, b = cpu.sample(128), dev.sample(128)
+        assert b["obs"].device.type == torch.device(DEV).type
+        for key in a:
+            assert torch.equal(a[key], b[key].cpu()), key
+        if prioritized:
+            prio = (a["indices"] % 5 + 1).double()
+            cpu.update_priorities(a["indices"], prio)
+            dev.update_priorities(b["indices"], prio.to(DEV))
