@@ -96,6 +96,8 @@ void CheckpointWriter::text(const std::string& s) {
   bytes(s.data(), s.size());
 }
 
+void CheckpointWriter::checksum_so_far() { value<uint64_t>(checksum_.value()); }
+
 void CheckpointWriter::finish() {
   const uint64_t sum = checksum_.value();
   const unsigned char* p = reinterpret_cast<const unsigned char*>(&sum);
@@ -173,6 +175,13 @@ void CheckpointReader::expect(uint64_t n, const char* what) const {
   if (remaining() < sizeof(uint64_t) || n > remaining() - sizeof(uint64_t)) {
     corrupt(std::string(what) + " needs " + std::to_string(n) + " bytes, the file has " +
             std::to_string(remaining() < 8 ? 0 : remaining() - 8) + " left");
+  }
+}
+
+void CheckpointReader::check_so_far(const char* what) {
+  const uint64_t expected = checksum_.value();
+  if (value<uint64_t>() != expected) {
+    corrupt(std::string(what) + " checksum mismatch (the data was changed or damaged)");
   }
 }
 

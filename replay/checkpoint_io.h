@@ -40,6 +40,9 @@ class CheckpointWriter {
     bytes(&v, sizeof(T));
   }
   void text(const std::string& s);
+  // Writes the checksum of everything so far (a header's own check, read by
+  // CheckpointReader::check_so_far before the reader allocates by its sizes).
+  void checksum_so_far();
   void finish();  // checksum, flush, fsync, close
 
  private:
@@ -68,6 +71,7 @@ class CheckpointReader {
   uint64_t remaining() const { return size_ - offset_; }  // bytes before the end of the file
   // Throws unless `n` more bytes (plus the checksum) are in the file.
   void expect(uint64_t n, const char* what) const;
+  void check_so_far(const char* what);  // reads and checks a checksum_so_far()
   void finish();  // checksum matches, nothing trails it
 
   [[noreturn]] void corrupt(const std::string& what) const;

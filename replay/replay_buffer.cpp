@@ -89,6 +89,13 @@ ReplayOptions checked(ReplayOptions o) {
     bad("__init__", std::string("action_dtype must be a float or integer dtype, got ") +
                         c10::toString(t));
   }
+  const bool huge_frame =
+      o.frame_shape[0] > (1 << 16) || o.frame_shape[1] > (1 << 16) || o.frame_shape[2] > (1 << 16);
+  if (huge_frame || o.capacity > (int64_t{1} << 62) / (o.frame_shape[0] * o.frame_shape[1] *
+                                                          o.frame_shape[2])) {
+    bad("__init__", "capacity x frame_shape " + std::to_string(o.capacity) + " x " +
+                        shape_text(o.frame_shape) + " is too large to store");
+  }
   if (!(o.device.is_cpu() || o.device.is_cuda())) {
     bad("__init__", "device must be cpu or cuda, got " + o.device.str());
   }
@@ -527,6 +534,7 @@ void ReplayBuffer::save(const std::string& dir) const {
     w.value<int64_t>(d.ring.total());
     w.value<uint64_t>(d.calls);
     w.value<double>(d.max_priority);
+    w.checksum_so_far();
     const int64_t size = d.ring.size();
     for (int64_t s = 0; s < size; ++s) {
       const EpisodeRing::Slot& slot = d.ring.slots()[static_cast<size_t>(s)];
@@ -593,6 +601,7 @@ ReplayBuffer ReplayBuffer::load(const std::string& dir, std::optional<c10::Devic
   const int64_t total = r.value<int64_t>();
   const uint64_t calls = r.value<uint64_t>();
   const double max_priority = r.value<double>();
+  r.check_so_far("header");
   // Sizes from the header must fit in the bytes that follow before anything is allocated.
   if (o.capacity < 1 || total < 0) r.corrupt("capacity or frame count out of range");
   for (int64_t s : o.frame_shape) {

@@ -7,13 +7,17 @@
 #include <ATen/ops/full.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/add.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/tensor.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
+#include <thread>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
@@ -240,6 +244,46 @@ TEST(ReplayBuffer, FusedSampleEqualsSampleThenAugment) {
     EXPECT_TRUE(at::equal(a.next_obs, engine.augment(b.next_obs, share ? step : step + 1)));
     EXPECT_TRUE(at::equal(a.reward, b.reward));
   }
+}
+
+// The soak's shape in small (the full one is scripts/soak.py): one thread
+// adds and samples with augmentation while another augments batches through
+// the same engine, the refresh decoding at full speed. Run under TSan by
+// scripts/sanitize.sh.
+TEST(ReplayBuffer, SamplesWhileAnotherThreadAugmentsAndThePoolRefreshes) {
+  const std::string photos = std::string(OBSAUG_SOURCE_DIR) + "/data/photos";
+  if (::access((photos + "/SOURCES.md").c_str(), F_OK) != 0) GTEST_SKIP() << "no " << photos;
+  ReplayOptions o = small_options(true);
+  o.frame_shape = {3, 24, 20};
+  const std::string config_text =
+      "seed: 4\nframes: {stack: 3, channels: 3, height: 24, width: 20}\n"
+      "pipeline: [{op: shift, pad: 3}, {op: overlay, alpha: 0.4}]\n"
+      "pool: {size: 4, sources: [" + photos + "], refresh: {threads: 1, mode: async}}\n";
+  Engine engine(load_config_string(config_text, "<test>", ""));
+  ReplayBuffer rb(o);
+  fill(rb, 30);
+  const StackAugment augment = augment_with(engine);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> augmented{0};
+  std::thread other([&] {
+    const at::Tensor obs = at::zeros({8, 9, 24, 20}, at::TensorOptions().dtype(at::kByte));
+    while (!stop.load()) {
+      engine.augment(obs);
+      augmented.fetch_add(1);
+    }
+  });
+  int64_t sampled = 0;
+  for (int i = 0; i < 150; ++i) {
+    fill(rb, 3);
+    const ReplayBatch b = rb.sample(8, &augment);
+    rb.update_priorities(b.indices, at::add(b.reward.abs().to(at::kDouble), 0.1));
+    sampled += b.obs.size(0);
+  }
+  stop.store(true);
+  other.join();
+  EXPECT_EQ(sampled, 150 * 8);
+  EXPECT_GT(augmented.load(), 0);
+  EXPECT_EQ(engine.stats().pool_failed, 0u);
 }
 #endif
 

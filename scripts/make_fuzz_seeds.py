@@ -1,0 +1,102 @@
+"""Seed corpora for scripts/fuzz.sh, made from the project's own data.
+
+fuzz_decode: a few small embedded photos (JPEG, PNG; baseline and
+progressive), re-encoded small so each run is fast, plus grayscale and CMYK
+JPEGs and a palette PNG with alpha. fuzz_tar: ustar, GNU long-name and pax
+shards of those images. fuzz_config: the presets in configs/. fuzz_replay_checkpoint:
+small replay checkpoints (uniform and prioritized, wrapped ring, parallel envs).
+Usage: make_fuzz_seeds.py OUT_DIR
+"""
+import io
+import os
+import pathlib
+import sys
+import tarfile
+
+import numpy as np
+import torch
+from PIL import Image
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def decode_seeds(out: pathlib.Path):
+    out.mkdir(parents=True, exist_ok=True)
+    photos = sorted(p for p in (ROOT / "data/photos").rglob("*") if p.suffix.lower() in
+                    (".jpg", ".jpeg", ".png"))[:6]
+    images = []
+    for i, p in enumerate(photos):
+        im = Image.open(p).convert("RGB")
+        im.thumbnail((96, 96))
+        images.append(im)
+        for name, kwargs in (("base", {}), ("prog", {"progressive": True})):
+            buf = io.BytesIO()
+            im.save(buf, "JPEG", quality=80, **kwargs)
+            (out / f"{i}_{name}.jpg").write_bytes(buf.getvalue())
+        buf = io.BytesIO()
+        im.save(buf, "PNG")
+        (out / f"{i}.png").write_bytes(buf.getvalue())
+    if images:
+        im = images[0]
+        for mode, ext, fmt in (("L", "jpg", "JPEG"), ("CMYK", "jpg", "JPEG"), ("RGBA", "png", "PNG"),
+                               ("P", "png", "PNG"), ("LA", "png", "PNG")):
+            buf = io.BytesIO()
+            im.convert(mode).save(buf, fmt)
+            (out / f"mode_{mode}.{ext}").write_bytes(buf.getvalue())
+    return sorted(out.iterdir())
+
+
+def tar_seeds(out: pathlib.Path, images):
+    out.mkdir(parents=True, exist_ok=True)
+    for fmt_name, fmt in (("ustar", tarfile.USTAR_FORMAT), ("gnu", tarfile.GNU_FORMAT),
+                          ("pax", tarfile.PAX_FORMAT)):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
+            for i, p in enumerate(images[:3]):
+                name = f"{'long_directory_name/' * 6 if fmt_name != 'ustar' else ''}{i}_{p.name}"
+                info = tarfile.TarInfo(name)
+                data = p.read_bytes()
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        (out / f"{fmt_name}.tar").write_bytes(buf.getvalue())
+
+
+def config_seeds(out: pathlib.Path):
+    out.mkdir(parents=True, exist_ok=True)
+    for p in sorted((ROOT / "configs").glob("*.yaml")):
+        (out / p.name).write_bytes(p.read_bytes())
+
+
+def replay_seeds(out: pathlib.Path):
+    sys.path.insert(0, str(ROOT / "python"))
+    import obsaug
+
+    out.mkdir(parents=True, exist_ok=True)
+    g = torch.Generator().manual_seed(0)
+    for name, kw, envs in (("uniform", {}, 1), ("prioritized", {"prioritized": True}, 1),
+                           ("nstep_envs", {"n_step": 3}, 3)):
+        rb = obsaug.ReplayBuffer(24, (1, 4, 4), 3, (2,), **kw)
+        for t in range(40):
+            frames = torch.randint(0, 256, (envs, 1, 4, 4), dtype=torch.uint8, generator=g)
+            if t % 9 == 0:
+                rb.add_first(frames)
+            else:
+                rb.add(torch.rand(envs, 2, generator=g), torch.rand(envs, generator=g), frames,
+                       torch.full((envs,), t % 9 == 8))
+        d = out / f"_{name}"
+        rb.save(d)
+        (out / f"{name}.obsaug").write_bytes((d / "replay.obsaug").read_bytes())
+        (d / "replay.obsaug").unlink()
+        d.rmdir()
+
+
+def main():
+    out = pathlib.Path(sys.argv[1])
+    images = decode_seeds(out / "fuzz_decode")
+    tar_seeds(out / "fuzz_tar", images)
+    config_seeds(out / "fuzz_config")
+    replay_seeds(out / "fuzz_replay_checkpoint")
+
+
+if __name__ == "__main__":
+    main()
