@@ -80,9 +80,17 @@ void bind_replay(py::module& m) {
            py::arg("beta"), py::arg("seed"))
       .def("add_first", &ReplayBuffer::add_first, py::arg("frames"), py::arg("envs"),
            py::call_guard<py::gil_scoped_release>())
-      .def("add", &ReplayBuffer::add, py::arg("action"), py::arg("reward"), py::arg("frames"),
-           py::arg("terminated"), py::arg("truncated"), py::arg("envs"),
-           py::call_guard<py::gil_scoped_release>())
+      .def("add",
+           py::overload_cast<const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                             const at::Tensor&, const at::Tensor&, const std::vector<int64_t>&>(
+               &ReplayBuffer::add),
+           py::arg("action"), py::arg("reward"), py::arg("frames"), py::arg("terminated"),
+           py::arg("truncated"), py::arg("envs"), py::call_guard<py::gil_scoped_release>())
+      .def("add_step",
+           py::overload_cast<const at::Tensor&, double, const at::Tensor&, bool, bool, int64_t>(
+               &ReplayBuffer::add),
+           py::arg("action"), py::arg("reward"), py::arg("frame"), py::arg("terminated"),
+           py::arg("truncated"), py::arg("env"), py::call_guard<py::gil_scoped_release>())
       .def(
           "sample",
           [](ReplayBuffer& rb, int64_t batch, const py::object& augment, bool share,

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -220,13 +221,11 @@ struct ReplayBuffer::Impl {
                      (want_float ? " (or another real dtype)" : " (or another integer dtype)") +
                      ", got " + text_of(action));
     }
-    at::Tensor a = action.to(at::kCPU).to(o.action_dtype).reshape(
-        [&] {
-          std::vector<int64_t> s{n};
-          s.insert(s.end(), o.action_shape.begin(), o.action_shape.end());
-          return s;
-        }());
-    if (!want_float && !a.to(got).equal(action.to(at::kCPU).reshape(a.sizes()))) {
+    std::vector<int64_t> rows{n};
+    rows.insert(rows.end(), o.action_shape.begin(), o.action_shape.end());
+    at::Tensor a = action.to(at::kCPU).to(o.action_dtype).reshape(rows).contiguous();
+    if (!want_float && got != o.action_dtype &&
+        !a.to(got).equal(action.to(at::kCPU).reshape(a.sizes()))) {
       bad(where, std::string("action values do not fit action_dtype ") +
                      c10::toString(o.action_dtype));
     }
@@ -237,12 +236,54 @@ struct ReplayBuffer::Impl {
   // a push touched.
   void commit(const at::Tensor& f, const std::vector<int64_t>& slots,
               std::vector<int64_t>* touched) {
-    at::Tensor slot_index =
-        at::from_blob(const_cast<int64_t*>(slots.data()), {static_cast<int64_t>(slots.size())},
-                      at::TensorOptions().dtype(at::kLong))
-            .clone();
-    frames.index_copy_(0, slot_index.to(o.device), f.to(o.device));
+    if (frames.device().is_cpu() && f.device().is_cpu()) {
+      const at::Tensor src = f.contiguous();
+      const int64_t bytes = frame_bytes();
+      uint8_t* dst = frames.data_ptr<uint8_t>();
+      for (size_t i = 0; i < slots.size(); ++i) {
+        std::memcpy(dst + slots[i] * bytes, src.data_ptr<uint8_t>() + static_cast<int64_t>(i) * bytes,
+                    static_cast<size_t>(bytes));
+      }
+    } else {
+      at::Tensor slot_index =
+          at::from_blob(const_cast<int64_t*>(slots.data()), {static_cast<int64_t>(slots.size())},
+                        at::TensorOptions().dtype(at::kLong))
+              .to(o.device);
+      frames.index_copy_(0, slot_index, f.to(o.device));
+    }
     if (o.prioritized) refresh_weights(*touched);
+  }
+
+  // One step per env (arguments already checked): pushes, actions, frames, weights.
+  void add_steps(const at::Tensor& f, const std::vector<int64_t>& ids, const at::Tensor& a,
+                 const float* rewards, const bool* terminated, const bool* truncated) {
+    const int64_t n = static_cast<int64_t>(ids.size());
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isfinite(rewards[i])) {
+        bad("add", "reward must be finite, got " + std::to_string(rewards[i]) + " for env " +
+                       std::to_string(ids[static_cast<size_t>(i)]));
+      }
+      if (!ring.can_continue(ids[static_cast<size_t>(i)])) {
+        bad("add", "env " + std::to_string(ids[static_cast<size_t>(i)]) +
+                       " has no open episode: call add_first(frame) after a reset (and after "
+                       "terminated or truncated)");
+      }
+    }
+    std::vector<int64_t> slots, touched;
+    const int64_t row_bytes = static_cast<int64_t>(a.nbytes()) / n;
+    uint8_t* action_rows = static_cast<uint8_t*>(actions.data_ptr());
+    const uint8_t* new_rows = static_cast<const uint8_t*>(a.data_ptr());
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t slot =
+          ring.push(ids[static_cast<size_t>(i)], rewards[i], terminated[i], truncated[i]);
+      note_changes(&touched);
+      set_new_priority(slot);
+      slots.push_back(slot);
+      touched.push_back(slot);
+      std::memcpy(action_rows + slot * row_bytes, new_rows + i * row_bytes,
+                  static_cast<size_t>(row_bytes));
+    }
+    commit(f, slots, &touched);
   }
 
   void note_changes(std::vector<int64_t>* touched) const {
@@ -385,30 +426,21 @@ void ReplayBuffer::add(const at::Tensor& action, const at::Tensor& reward, const
   const at::Tensor r = d.per_env(reward, n, at::kFloat, "reward", "add");
   const at::Tensor term = d.per_env(terminated, n, at::kBool, "terminated", "add");
   const at::Tensor trunc = d.per_env(truncated, n, at::kBool, "truncated", "add");
-  const float* rewards = r.data_ptr<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(rewards[i])) {
-      bad("add", "reward must be finite, got " + std::to_string(rewards[i]) + " for env " +
-                     std::to_string(ids[static_cast<size_t>(i)]));
-    }
-    if (!d.ring.can_continue(ids[static_cast<size_t>(i)])) {
-      bad("add", "env " + std::to_string(ids[static_cast<size_t>(i)]) +
-                     " has no open episode: call add_first(frame) after a reset (and after "
-                     "terminated or truncated)");
-    }
+  d.add_steps(f, ids, a, r.data_ptr<float>(), term.data_ptr<bool>(), trunc.data_ptr<bool>());
+}
+
+void ReplayBuffer::add(const at::Tensor& action, double reward, const at::Tensor& frame,
+                       bool terminated, bool truncated, int64_t env) {
+  Impl& d = *impl_;
+  int64_t n = 0;
+  if (frame.defined() && frame.dim() != 3) {
+    bad("add", "this form takes one env's frame [C, H, W]; pass tensors for a batch");
   }
-  std::vector<int64_t> slots, touched;
-  const bool* terms = term.data_ptr<bool>();
-  const bool* truncs = trunc.data_ptr<bool>();
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t slot = d.ring.push(ids[static_cast<size_t>(i)], rewards[i], terms[i], truncs[i]);
-    d.note_changes(&touched);
-    d.set_new_priority(slot);
-    slots.push_back(slot);
-    touched.push_back(slot);
-    d.actions[slot].copy_(a[i]);
-  }
-  d.commit(f, slots, &touched);
+  const at::Tensor f = d.checked_frames(frame, "add", &n);
+  const std::vector<int64_t> ids = d.env_ids({env}, 1, true, "add");
+  const at::Tensor a = d.checked_actions(action, 1, true, "add");
+  const float r = static_cast<float>(reward);
+  d.add_steps(f, ids, a, &r, &terminated, &truncated);
 }
 
 ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
@@ -416,15 +448,15 @@ ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
   Impl& d = *impl_;
   const int64_t valid = d.ring.num_valid();
   if (batch < 1) bad("sample", "batch size must be >= 1, got " + std::to_string(batch));
-  if (valid == 0) {
-    bad("sample", "no transition can be sampled yet (" + std::to_string(d.ring.size()) +
-                      " frames stored; a transition needs its next frame" +
-                      (d.o.n_step > 1 ? " and n_step frames of future or an episode end" : "") +
-                      ")");
-  }
   if (batch > valid) {
+    std::string why;
+    if (valid == 0) {
+      why = std::string(" (none yet: ") + std::to_string(d.ring.size()) +
+            " frames stored, and a transition needs its next frame" +
+            (d.o.n_step > 1 ? " and n_step frames of future or an episode end" : "") + ")";
+    }
     bad("sample", "batch size " + std::to_string(batch) + " exceeds the " +
-                      std::to_string(valid) + " valid transitions stored");
+                      std::to_string(valid) + " valid transitions stored" + why);
   }
   const double b_exp = beta.value_or(d.o.beta);
   if (!(b_exp >= 0.0 && std::isfinite(b_exp))) {

@@ -77,6 +77,11 @@ class ReplayBuffer {
   // B transitions by the buffer's sampler; obs / next_obs gathered (and
   // augmented when `augment` is given: steps s, s+1, or s, s when
   // share_augmentation) in one pass each.
+  // One env's step with plain values (the common single-env call, without
+  // building tensors for the reward and flags).
+  void add(const at::Tensor& action, double reward, const at::Tensor& frame, bool terminated,
+           bool truncated, int64_t env = 0);
+
   ReplayBatch sample(int64_t batch, const StackAugment* augment = nullptr,
                      bool share_augmentation = false, std::optional<double> beta = std::nullopt);
   // indices [K] slots, priorities [K] finite >= 0 (prioritized buffers only).

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The test command: sets up, builds (CUDA included when nvcc is present) and
-# runs every C++ test (ctest) and Python test (pytest). GPU tests skip
-# cleanly on machines without a GPU. Exits non-zero if anything fails.
+# runs every C++ test (ctest) and Python test (pytest), then the reliability
+# runs: the C++ tests under ASan+UBSan and TSan (scripts/sanitize.sh), each
+# libFuzzer target for 60 s (scripts/fuzz.sh) and a 2-minute soak
+# (scripts/soak.py). GPU tests skip cleanly on machines without a GPU.
+# Exits non-zero if anything fails.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -13,8 +16,10 @@ echo "== C++ tests (ctest) =="
 ctest --test-dir build --output-on-failure -j2 || status=1
 echo "== Python tests (pytest) =="
 .venv/bin/python -m pytest tests/python -q -ra || status=1
-if [ -x scripts/tsan_pool.sh ] && [ -d build/tests/engine ] && grep -q obsaug_pool_tests build/build.ninja; then
-  echo "== Distractor pool under ThreadSanitizer =="
-  scripts/tsan_pool.sh --gtest_brief=1 || status=1
-fi
+echo "== Sanitizers: ASan + UBSan (all C++ tests), TSan (threaded components) =="
+scripts/sanitize.sh asan tsan || status=1
+echo "== Fuzzing: libFuzzer, ${OBSAUG_FUZZ_SECONDS:-60} s per target =="
+scripts/fuzz.sh "${OBSAUG_FUZZ_SECONDS:-60}" || status=1
+echo "== Soak: augment + replay sampling from two threads, refresher at full speed =="
+.venv/bin/python scripts/soak.py --seconds "${OBSAUG_SOAK_SECONDS:-120}" || status=1
 exit $status

@@ -35,6 +35,9 @@
 
 #include "engine/config.h"
 #include "engine/engine.h"
+#ifdef OBSAUG_WITH_REPLAY
+#include "replay/engine_augment.h"
+#endif
 
 namespace obsaug::cli {
 namespace {
@@ -58,6 +61,11 @@ usage:
         --inplace        augment_ on the batch (default; needs a pipeline
                          that keeps the frame size)
         --out-of-place   augment, a new output tensor per call
+        --replay CAP     sample+augment instead: fill an obsaug::ReplayBuffer
+                         of CAP frames (synthetic episodes of 1000 steps),
+                         then per call add one step and sample B transitions
+                         with fused augmentation of obs and next_obs
+                         (counts B samples per call)
   obsaug preview --config FILE --out GRID.png [--batch B] [--seed-step S]
                  [--scale K]
       Augment B synthetic scenes (a cart-pole-like render, S stacked frames
@@ -242,8 +250,13 @@ class Progress {
       if (tenth <= last_tenth_) return;
       last_tenth_ = tenth;
       double secs = seconds(now);
-      std::fprintf(stderr, "bench: %3d%%  %s samples  %.1f s  %s samples/s\n", tenth * 10,
-                   si(done).c_str(), secs, si(secs > 0 ? done / secs : 0).c_str());
+      const double window = secs - last_secs_;
+      std::fprintf(stderr, "bench: %3d%%  %s samples  %.1f s  %s samples/s (last 10%%: %s/s)  rss %s\n",
+                   tenth * 10, si(done).c_str(), secs, si(secs > 0 ? done / secs : 0).c_str(),
+                   si(window > 0 ? (done - last_done_) / window : 0).c_str(),
+                   mib(resident_bytes()).c_str());
+      last_secs_ = secs;
+      last_done_ = done;
     }
     std::fflush(stderr);
   }
@@ -258,10 +271,86 @@ class Progress {
   Clock::time_point start_;
   Clock::time_point last_draw_{};
   int last_tenth_ = 0;
+  double last_secs_ = 0;
+  int64_t last_done_ = 0;
 };
 
+// bench --replay: a ReplayBuffer of `capacity` frames filled with synthetic
+// episodes, then per call one added step and one fused sample+augment of
+// `batch` transitions (obs and next_obs), as an RL update loop does.
+int bench_replay(Engine& engine, const Config& config, int64_t batch, int64_t samples,
+                 int64_t capacity, uint64_t rss_start) {
+#ifndef OBSAUG_WITH_REPLAY
+  throw UsageError("bench: --replay needs the replay library (not built here)");
+#else
+  const FramesConfig& f = config.frames;
+  ReplayOptions o;
+  o.capacity = capacity;
+  o.frame_shape = {f.channels, f.height, f.width};
+  o.frame_stack = static_cast<int32_t>(f.stack);
+  o.action_shape = {6};
+  o.device = c10::Device(config.device);
+  ReplayBuffer rb(o);
+  // 64 distinct random frames cycled through the episodes: real bytes to copy.
+  const at::Tensor frames = at::randint(0, 256, {64, f.channels, f.height, f.width},
+                                        at::TensorOptions().dtype(at::kByte));
+  const at::Tensor action = at::zeros({6});
+  int64_t t = 0;
+  const auto add_step = [&] {
+    const at::Tensor frame = frames[t % 64];
+    if (t % 1000 == 0) {
+      rb.add_first(frame);
+    } else {
+      rb.add(action, 1.0, frame, t % 1000 == 999, false);
+    }
+    ++t;
+  };
+  auto t_fill = std::chrono::steady_clock::now();
+  while (t < capacity) add_step();
+  const double fill_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_fill).count();
+  std::printf("replay:    %" PRId64 " frames [%" PRId64 ", %" PRId64 ", %" PRId64
+              "] filled in %.1f s (%s), %" PRId64 " valid transitions; per call: add 1 step, "
+              "sample %" PRId64 " with obs and next_obs augmented\n",
+              capacity, f.channels, f.height, f.width, fill_s, mib(rb.storage().nbytes()).c_str(),
+              rb.num_valid(), batch);
+  std::printf("rss filled: %s\n", mib(resident_bytes()).c_str());
+  std::fflush(stdout);
+  const StackAugment augment = augment_with(engine);
+  Progress progress(samples);
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t done = 0;
+  ReplayBatch last;
+  while (done < samples) {
+    const int64_t b = std::min(batch, samples - done);
+    add_step();
+    last = rb.sample(b, &augment);
+    done += b;
+    progress.update(done);
+  }
+  (void)last.obs.flatten()[0].item<double>();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const EngineStats st = engine.stats();
+  std::printf("samples:   %" PRId64 " transitions (obs + next_obs each) in %" PRIu64
+              " engine calls\n", done, st.calls);
+  std::printf("seconds:   %.3f\n", secs);
+  std::printf("samples/s: %.0f (%s/s)\n", done / secs, si(done / secs).c_str());
+  if (st.has_pool) {
+    std::printf("pool:      decoded %" PRIu64 ", failed %" PRIu64 ", uploaded %" PRIu64
+                ", decode rate %.1f images/s, mean age %.1f calls\n",
+                st.pool_decoded, st.pool_failed, st.pool_uploaded, st.pool_decode_rate,
+                st.pool_mean_age_calls);
+  }
+  std::printf("rss start: %s, end: %s\n", mib(rss_start).c_str(), mib(resident_bytes()).c_str());
+  std::fflush(stdout);
+  engine.close();
+  return 0;
+#endif
+}
+
 int cmd_bench(int argc, char** argv) {
-  Args args = parse_args("bench", argc, argv, 2, {"config", "batch", "samples", "threads"},
+  Args args = parse_args("bench", argc, argv, 2,
+                         {"config", "batch", "samples", "threads", "replay"},
                          {"inplace", "out-of-place"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
@@ -307,6 +396,11 @@ int cmd_bench(int argc, char** argv) {
   double build_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_build).count();
 
+  if (args.has("replay")) {
+    std::printf("engine:    built in %.2f s%s\n", build_s,
+                engine.pool() ? " (distractor pool filled)" : "");
+    return bench_replay(engine, config, batch, samples, args.get_int("replay", 0, 1), rss_start);
+  }
   const int64_t planes = f.stack * f.channels;
   at::Tensor obs = at::randint(0, 256, {batch, planes, f.height, f.width},
                                at::TensorOptions().dtype(at::kByte).device(config.device));

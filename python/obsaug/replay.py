@@ -89,6 +89,13 @@ class ReplayBuffer:
             truncated: Any = False, env: _Envs = None) -> None:
         """One step: the transition from the env's latest frame to ``frame``."""
         frames = _tensor("frame", frame)
+        if (isinstance(reward, (int, float)) and not isinstance(reward, bool)
+                and isinstance(terminated, bool) and isinstance(truncated, bool)
+                and frames.dim() == 3 and (env is None or type(env) is int)):
+            # one env with plain values: no tensors for the reward and flags
+            self._native.add_step(_tensor("action", action), float(reward), frames, terminated,
+                                  truncated, 0 if env is None else env)
+            return
         self._native.add(_tensor("action", action), _tensor("reward", reward), frames,
                          _flag("terminated", terminated), _flag("truncated", truncated),
                          _env_list(env, frames))
