@@ -1,5 +1,8 @@
 #include "engine/image_source.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -196,12 +199,20 @@ std::vector<ImageRef> shard_refs(const std::vector<ImageRef>& all, int rank, int
 
 std::vector<uint8_t> read_image_bytes(const ImageRef& ref, uint64_t max_bytes) {
   const std::string name = ref.display_name();
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(ref.path.c_str(), "rb"),
-                                                       &std::fclose);
-  if (!file) throw SourceError(name + ": cannot open (" + std::strerror(errno) + ")");
+  // O_NONBLOCK: opening a FIFO (or a device) that replaced a photo must not
+  // block the decoder thread; such a file is refused below. For regular files
+  // the flag changes nothing.
+  const int fd = ::open(ref.path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw SourceError(name + ": cannot open (" + std::strerror(errno) + ")");
   struct stat st;
-  if (::fstat(fileno(file.get()), &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
     throw SourceError(name + ": not a regular file");
+  }
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(::fdopen(fd, "rb"), &std::fclose);
+  if (!file) {
+    ::close(fd);
+    throw SourceError(name + ": cannot open (" + std::strerror(errno) + ")");
   }
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
   uint64_t offset = 0, size = file_size;

@@ -498,7 +498,7 @@ ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
   out.discount = discount.to(d.o.device);
   out.indices = indices.to(d.o.device);
   if (d.o.prioritized) {
-    out.weights = at::from_blob(weights.data(), {batch}, cpu.dtype(at::kFloat)).to(d.o.device, false, true);
+    out.weights = at::from_blob(weights.data(), {batch}, cpu.dtype(at::kFloat)).clone().to(d.o.device);
   }
   ++d.calls;
   return out;
