@@ -2,6 +2,7 @@
 // and the hand-off to the CPU loops or the CUDA launchers.
 #include "kernels/augment.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/util/Exception.h>
@@ -211,7 +212,20 @@ at::Tensor augment(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
 
 void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
               const Pipeline& pipeline, uint64_t seed, uint64_t step) {
-  const Prepared prepared = prepare(obs, pool, pipeline, seed, step);
+  Prepared prepared = prepare(obs, pool, pipeline, seed, step);
+  // Checked before any copy: an expand()ed obs can stand for far more memory
+  // than it holds, and writing it in place has no single right answer.
+  TORCH_CHECK_VALUE(at::has_internal_overlap(obs) != at::MemOverlap::Yes,
+                    "in-place augment needs obs whose elements do not share memory, got ",
+                    describe(obs), " with strides ", obs.strides(),
+                    " (e.g. an expand()ed tensor); pass obs.clone() or use the out-of-place form");
+  // A pool that shares memory with a contiguous obs (written directly) would
+  // be read while obs is written: blend from a copy so the result equals the
+  // out-of-place one. (Non-contiguous obs is computed from a copy anyway.)
+  if (prepared.pool && obs.is_contiguous() && obs.numel() > 0 &&
+      at::get_overlap_status(obs, *prepared.pool) != at::MemOverlapStatus::No) {
+    prepared.pool = prepared.pool->clone();
+  }
   TORCH_CHECK_VALUE(prepared.desc.out_h == obs.size(2) && prepared.desc.out_w == obs.size(3),
                     "in-place augment needs a pipeline that keeps the frame size ", obs.size(2),
                     "x", obs.size(3), ", but it produces ", prepared.desc.out_h, "x",

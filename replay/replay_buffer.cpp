@@ -14,6 +14,8 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include <unistd.h>
+
 #include "kernels/augment.h"
 #include "kernels/philox.h"
 #include "replay/checkpoint_io.h"
@@ -32,6 +34,9 @@ constexpr uint32_t kFormatVersion = 1;
 constexpr const char* kFileName = "replay.obsaug";
 constexpr int kUniformAttempts = 64;
 constexpr uint32_t kReplayTag = 0x8000;  // counter word 3: 0x8000 | attempt
+// Host bytes per slot besides the action: EpisodeRing's Slot (24) and
+// validity flag, and the batch-building scratch.
+constexpr int64_t kHostBytesPerSlot = 32;
 
 std::string text_of(const at::Tensor& t) {
   std::ostringstream out;
@@ -120,23 +125,54 @@ struct ReplayBuffer::Impl {
   at::Tensor prefix_device;
 
   explicit Impl(ReplayOptions options)
-      : o(checked(std::move(options))),
-        ring(o.capacity, o.frame_stack, o.n_step, o.gamma) {
-    std::vector<int64_t> frame_sizes{o.capacity};
-    frame_sizes.insert(frame_sizes.end(), o.frame_shape.begin(), o.frame_shape.end());
-    frames = at::zeros(frame_sizes, at::TensorOptions().dtype(at::kByte).device(o.device));
-    std::vector<int64_t> action_sizes{o.capacity};
-    action_sizes.insert(action_sizes.end(), o.action_shape.begin(), o.action_shape.end());
-    actions = at::zeros(action_sizes, at::TensorOptions().dtype(o.action_dtype));
-    if (o.prioritized) {
-      priority.assign(static_cast<size_t>(o.capacity), 0.0);
-      weight.assign(static_cast<size_t>(o.capacity), 0.0);
-      if (o.device.is_cuda()) {
-        const auto f64 = at::TensorOptions().dtype(at::kDouble).device(o.device);
-        weight_device = at::zeros({o.capacity}, f64);
-        prefix_device = at::empty({o.capacity}, f64);
-      }
+      : o(checked(std::move(options))), ring(1, 1, 1, 0.0) {  // sized below
+    // Everything is allocated up front; a buffer too large for this machine
+    // is refused with its size rather than a bare bad_alloc (or the OOM killer).
+    const double frame_mib = static_cast<double>(o.capacity) * frame_bytes() / (1 << 20);
+    const double host_mib =
+        static_cast<double>(o.capacity) *
+        (kHostBytesPerSlot + (o.prioritized ? 16 : 0) + action_bytes()) / (1 << 20);
+    const double on_host_mib = host_mib + (o.device.is_cpu() ? frame_mib : 0.0);
+    const double ram_mib = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                           static_cast<double>(sysconf(_SC_PAGE_SIZE)) / (1 << 20);
+    const auto too_large = [&](const std::string& why) {
+      bad("__init__", "capacity " + std::to_string(o.capacity) + " needs " +
+                          std::to_string(static_cast<int64_t>(frame_mib)) + " MiB of frames on " +
+                          o.device.str() + " and " + std::to_string(static_cast<int64_t>(host_mib)) +
+                          " MiB of host metadata: " + why);
+    };
+    if (ram_mib > 0 && on_host_mib > ram_mib) {
+      too_large("more than this machine's " + std::to_string(static_cast<int64_t>(ram_mib)) +
+                " MiB of memory");
     }
+    try {
+      ring = EpisodeRing(o.capacity, o.frame_stack, o.n_step, o.gamma);
+      std::vector<int64_t> frame_sizes{o.capacity};
+      frame_sizes.insert(frame_sizes.end(), o.frame_shape.begin(), o.frame_shape.end());
+      frames = at::zeros(frame_sizes, at::TensorOptions().dtype(at::kByte).device(o.device));
+      std::vector<int64_t> action_sizes{o.capacity};
+      action_sizes.insert(action_sizes.end(), o.action_shape.begin(), o.action_shape.end());
+      actions = at::zeros(action_sizes, at::TensorOptions().dtype(o.action_dtype));
+      if (o.prioritized) {
+        priority.assign(static_cast<size_t>(o.capacity), 0.0);
+        weight.assign(static_cast<size_t>(o.capacity), 0.0);
+        if (o.device.is_cuda()) {
+          const auto f64 = at::TensorOptions().dtype(at::kDouble).device(o.device);
+          weight_device = at::zeros({o.capacity}, f64);
+          prefix_device = at::empty({o.capacity}, f64);
+        }
+      }
+    } catch (const std::bad_alloc&) {
+      too_large("the allocation failed");
+    } catch (const c10::Error& e) {
+      too_large(std::string("the allocation failed (") + e.what_without_backtrace() + ")");
+    }
+  }
+
+  int64_t action_bytes() const {
+    int64_t n = static_cast<int64_t>(c10::elementSize(o.action_dtype));
+    for (int64_t d : o.action_shape) n *= d;
+    return n;
   }
 
   int64_t frame_bytes() const {
@@ -148,6 +184,9 @@ struct ReplayBuffer::Impl {
   // Frames [C, H, W] or [N, C, H, W] as [N, C, H, W]; N and the env ids.
   at::Tensor checked_frames(const at::Tensor& frames_in, const char* where, int64_t* n) const {
     if (!frames_in.defined()) bad(where, "frame must be a tensor, got None");
+    if (!frames_in.device().is_cpu() && !frames_in.device().is_cuda()) {
+      bad(where, "frame must be on cpu or cuda, got " + text_of(frames_in));
+    }
     const bool single = frames_in.dim() == 3;
     const at::Tensor f = single ? frames_in.unsqueeze(0) : frames_in;
     std::vector<int64_t> expected{o.frame_shape};
@@ -190,6 +229,9 @@ struct ReplayBuffer::Impl {
   at::Tensor per_env(const at::Tensor& v, int64_t n, at::ScalarType dtype, const char* name,
                      const char* where) const {
     if (!v.defined()) bad(where, std::string(name) + " must be given");
+    if (!v.device().is_cpu() && !v.device().is_cuda()) {
+      bad(where, std::string(name) + " must be on cpu or cuda, got " + text_of(v));
+    }
     if (!(v.dim() == 0 || (v.dim() == 1 && v.size(0) == n))) {
       bad(where, std::string(name) + " must be a scalar or [N] = [" + std::to_string(n) +
                      "], got " + text_of(v));
@@ -207,6 +249,9 @@ struct ReplayBuffer::Impl {
   at::Tensor checked_actions(const at::Tensor& action, int64_t n, bool single,
                              const char* where) const {
     if (!action.defined()) bad(where, "action must be given");
+    if (!action.device().is_cpu() && !action.device().is_cuda()) {
+      bad(where, "action must be on cpu or cuda, got " + text_of(action));
+    }
     std::vector<int64_t> expected = o.action_shape;
     if (!single) expected.insert(expected.begin(), n);
     if (std::vector<int64_t>(action.sizes().begin(), action.sizes().end()) != expected) {
@@ -371,6 +416,10 @@ struct ReplayBuffer::Impl {
 #else
       throw std::logic_error("ReplayBuffer: CUDA weights without CUDA support");
 #endif
+    }
+    if (!(smallest < std::numeric_limits<double>::infinity())) {
+      bad("sample", "every valid transition has priority 0, so none can be drawn; give some "
+                    "a positive priority with update_priorities");
     }
     weights->resize(static_cast<size_t>(batch));
     for (int64_t b = 0; b < batch; ++b) {

@@ -32,6 +32,19 @@ def _as_int64(name: str, value: int) -> int:
     return value - _U64 if value >= 1 << 63 else value
 
 
+_INT64 = 1 << 63
+_NUMERIC_KEYS = {"pad", "alpha", "alpha_max", "index"}
+
+
+def _int_arg(name: str, value: int) -> int:
+    """An int argument the op schema carries as int64 (range errors name it)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not -_INT64 <= value < _INT64:
+        raise ValueError(f"{name} must fit in int64, got {value}")
+    return value
+
+
 def _size_pair(size: Union[int, Sequence[int]]) -> Tuple[int, int]:
     if isinstance(size, int) and not isinstance(size, bool):
         return size, size
@@ -78,6 +91,10 @@ def pipeline_text(ops: Sequence[Mapping[str, Any]]) -> str:
         for key, value in op.items():
             if key == "op" or (key == "alpha_max" and value is None):
                 continue
+            if key in _NUMERIC_KEYS and (isinstance(value, bool)
+                                         or not isinstance(value, (int, float))):
+                raise TypeError(f"ops[{position}] ({name}): {key} must be a number, "
+                                f"got {type(value).__name__} {value!r}")
             text = _format_value(key, value)
             if any(c in text for c in ",|="):
                 raise ValueError(f"ops[{position}] ({name}): bad value {value!r} for {key!r}")
@@ -92,15 +109,28 @@ def _output_hw(obs: torch.Tensor, text: str) -> Tuple[int, int]:
         fields = dict(f.split("=", 1) for f in op.split(","))
         if fields.get("op") == "crop" and "size" in fields:
             size = fields["size"]
-            h, w = (int(v) for v in size.split("x")) if "x" in size else (int(size), int(size))
+            ch, cw = (int(v) for v in size.split("x")) if "x" in size else (int(size), int(size))
+            if not (0 < ch <= h and 0 < cw <= w):
+                raise ValueError(f"crop size {ch}x{cw} must be positive and fit the {h}x{w} "
+                                 "frames it is applied to")
+            h, w = ch, cw
     return h, w
+
+
+def _same_device(first: torch.Tensor, **others: Optional[torch.Tensor]) -> None:
+    """The fake kernels' device check: a meta tensor among real ones must not
+    select them (the dispatcher picks Meta when any argument is meta)."""
+    for name, t in others.items():
+        if t is not None and t.device != first.device:
+            raise ValueError(f"{name} must be on the same device as the observations "
+                             f"({first.device}), got {t.device}")
 
 
 def shift(obs: torch.Tensor, *, seed: int, step: int, pad: int = 4,
           padding: str = "replicate", op_index: int = 0) -> torch.Tensor:
     """Random shift by (dx, dy) in [-pad, pad]^2, border replicated or zero-filled."""
     return torch.ops.obsaug.shift(obs, _as_int64("seed", seed), _as_int64("step", step),
-                                  pad, padding, op_index)
+                                  _int_arg("pad", pad), padding, _int_arg("op_index", op_index))
 
 
 def crop(obs: torch.Tensor, *, seed: int, step: int, size: Union[int, Sequence[int]],
@@ -108,7 +138,8 @@ def crop(obs: torch.Tensor, *, seed: int, step: int, size: Union[int, Sequence[i
     """Random (or centre) crop to ``size`` (N or (H, W)), every offset equally likely."""
     h, w = _size_pair(size)
     return torch.ops.obsaug.crop(obs, _as_int64("seed", seed), _as_int64("step", step),
-                                 [h, w], center, op_index)
+                                 [_int_arg("size", h), _int_arg("size", w)], center,
+                                 _int_arg("op_index", op_index))
 
 
 def overlay(obs: torch.Tensor, pool: torch.Tensor, *, seed: int, step: int,
@@ -116,7 +147,8 @@ def overlay(obs: torch.Tensor, pool: torch.Tensor, *, seed: int, step: int,
             op_index: int = 0, inplace: bool = False) -> torch.Tensor:
     """Blend a random pool image into each sample with weight alpha (or U[alpha, alpha_max])."""
     args = (obs, pool, _as_int64("seed", seed), _as_int64("step", step), float(alpha),
-            None if alpha_max is None else float(alpha_max), per_frame, op_index)
+            None if alpha_max is None else float(alpha_max), per_frame,
+            _int_arg("op_index", op_index))
     if inplace:
         torch.ops.obsaug.overlay_(*args)
         return obs
@@ -168,6 +200,7 @@ def gather_augment(storage: torch.Tensor, indices: torch.Tensor,
 
 @torch.library.register_fake("obsaug::augment")
 def _augment_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bias=0.0):
+    _same_device(obs, pool=pool)
     h, w = _output_hw(obs, pipeline)
     return obs.new_empty((obs.shape[0], obs.shape[1], h, w), dtype=out_dtype or obs.dtype)
 
@@ -175,6 +208,7 @@ def _augment_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bi
 @torch.library.register_fake("obsaug::gather_augment")
 def _gather_augment_fake(storage, indices, pool, pipeline, seed, step, out_dtype=None, scale=1.0,
                          bias=0.0):
+    _same_device(storage, indices=indices, pool=pool)
     h, w = _output_hw(storage, pipeline)
     return storage.new_empty((indices.shape[0], indices.shape[1] * storage.shape[1], h, w),
                              dtype=out_dtype or storage.dtype)
@@ -182,6 +216,8 @@ def _gather_augment_fake(storage, indices, pool, pipeline, seed, step, out_dtype
 
 @torch.library.register_fake("obsaug::augment_")
 def _augment_inplace_fake(obs, pool, pipeline, seed, step):
+    _same_device(obs, pool=pool)
+    _output_hw(obs, pipeline)
     return None
 
 
@@ -193,16 +229,21 @@ def _shift_fake(obs, seed, step, pad=4, padding="replicate", op_index=0):
 @torch.library.register_fake("obsaug::crop")
 def _crop_fake(obs, seed, step, size, center=False, op_index=0):
     h, w = size[0], size[-1]
+    if not (0 < h <= obs.shape[-2] and 0 < w <= obs.shape[-1]):
+        raise ValueError(f"crop size {h}x{w} must be positive and fit the "
+                         f"{obs.shape[-2]}x{obs.shape[-1]} frames")
     return obs.new_empty((obs.shape[0], obs.shape[1], h, w))
 
 
 @torch.library.register_fake("obsaug::overlay")
 def _overlay_fake(obs, pool, seed, step, alpha=0.5, alpha_max=None, per_frame=False,
                   op_index=0):
+    _same_device(obs, pool=pool)
     return torch.empty_like(obs, memory_format=torch.contiguous_format)
 
 
 @torch.library.register_fake("obsaug::overlay_")
 def _overlay_inplace_fake(obs, pool, seed, step, alpha=0.5, alpha_max=None, per_frame=False,
                           op_index=0):
+    _same_device(obs, pool=pool)
     return None
