@@ -22,7 +22,10 @@ target_include_directories(obsaug_torch SYSTEM INTERFACE
 target_compile_definitions(obsaug_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${TORCH_CXX11_ABI})
 # at::parallel_for is an inline OpenMP region: compile with -fopenmp and link
 # the libgomp torch ships, so one OpenMP runtime serves torch and obsaug.
-target_compile_options(obsaug_torch INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-fopenmp>)
+# clang (the fuzzing build only) would emit libomp's __kmpc_* calls, which
+# libgomp lacks: there the pragmas are left off and parallel_for runs serially.
+target_compile_options(obsaug_torch INTERFACE
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<NOT:$<CXX_COMPILER_ID:Clang>>>:-fopenmp>)
 target_link_libraries(obsaug_torch INTERFACE
   "${TORCH_LIB_DIR}/libtorch.so" "${TORCH_LIB_DIR}/libtorch_cpu.so"
   "${TORCH_LIB_DIR}/libc10.so" "${TORCH_LIB_DIR}/libgomp.so.1")

@@ -16,11 +16,12 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_decode fuzz_tar fuzz_config fuzz_replay_checkpoint)
 build_dir="${OBSAUG_FUZZ_BUILD_DIR:-build-fuzz}"
 if [ ! -f "$build_dir/build.ninja" ]; then
+  mkdir -p "$build_dir"
   CC=clang CXX=clang++ cmake -S . -B "$build_dir" -G Ninja \
     -DPython3_EXECUTABLE="$root/.venv/bin/python" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DOBSAUG_FUZZ=ON -DOBSAUG_CUDA=OFF -DOBSAUG_BUILD_TESTS=OFF \
-    -DOBSAUG_PYTHON_PACKAGE_DIR="$root/$build_dir/obsaug" >"$build_dir.configure.log" 2>&1 ||
-    { cat "$build_dir.configure.log"; exit 1; }
+    -DOBSAUG_PYTHON_PACKAGE_DIR="$root/$build_dir/obsaug" >"$build_dir/configure.log" 2>&1 ||
+    { cat "$build_dir/configure.log"; exit 1; }
 fi
 ninja -C "$build_dir" "${targets[@]}"
 

@@ -15,10 +15,11 @@ modes=("$@")
 
 configure() {  # dir option
   if [ ! -f "$1/build.ninja" ]; then
+    mkdir -p "$1"
     cmake -S . -B "$1" -G Ninja -DPython3_EXECUTABLE="$root/.venv/bin/python" \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo -D"$2"=ON -DOBSAUG_CUDA=OFF \
-      -DOBSAUG_PYTHON_PACKAGE_DIR="$root/$1/obsaug" >"$1.configure.log" 2>&1 ||
-      { cat "$1.configure.log"; return 1; }
+      -DOBSAUG_PYTHON_PACKAGE_DIR="$root/$1/obsaug" >"$1/configure.log" 2>&1 ||
+      { cat "$1/configure.log"; return 1; }
   fi
 }
 

@@ -55,4 +55,8 @@ echo "$root/python" > "$site/obsaug-dev.pth"
 if [ -x scripts/fetch_photos.sh ]; then
   scripts/fetch_photos.sh
 fi
+# Optional: real environments (DMControl, Atari) for examples/: OBSAUG_ENVS=1.
+if [ "${OBSAUG_ENVS:-0}" = 1 ]; then
+  scripts/setup_envs.sh
+fi
 echo "setup: ok"
