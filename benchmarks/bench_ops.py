@@ -45,14 +45,8 @@ Example:
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import math
 import os
-import platform
-import shlex
 import statistics
-import subprocess
 import sys
 import time
 from typing import Callable, Dict, List, Optional
@@ -73,6 +67,9 @@ try:
 except Exception:  # noqa: BLE001  (kornia is optional)
     kornia = None
 
+from baselines import (RandomShiftsAug, cpu_model, dmcgb_random_shift, git_describe,
+                       measure, cuda_sync, print_run_header, run_info, write_json)
+
 PAD = 4
 ALPHA = 0.5
 OBSAUG_OPS = [{"op": "shift", "pad": PAD}, {"op": "overlay", "alpha": ALPHA}]
@@ -82,49 +79,8 @@ OBSAUG_OPS = [{"op": "shift", "pad": PAD}, {"op": "overlay", "alpha": ALPHA}]
 # Baselines, written after the published code.
 # --------------------------------------------------------------------------
 
-# DMControl-GB (nicklashansen/dmcontrol-generalization-benchmark), src/augmentations.py.
-# view_as_windows_cuda, random_crop and random_shift are verbatim apart from the
-# assertion that the input is a CUDA tensor (dropped so that the CPU column runs
-# too). Note their crop offsets are random_(0, crop_max), i.e. 0..7 for pad 4:
-# 8 of the 9 shifts (the CURL off-by-one); obsaug draws all 9.
-def view_as_windows_cuda(x, window_shape):
-    """PyTorch CUDA-enabled implementation of view_as_windows"""
-    assert isinstance(window_shape, tuple) and len(window_shape) == len(x.shape), \
-        'window_shape must be a tuple with same number of dimensions as x'
-    slices = tuple(slice(None, None, st) for st in torch.ones(4).long())
-    win_indices_shape = [
-        x.size(0),
-        x.size(1) - int(window_shape[1]),
-        x.size(2) - int(window_shape[2]),
-        x.size(3),
-    ]
-    new_shape = tuple(list(win_indices_shape) + list(window_shape))
-    strides = tuple(list(x[slices].stride()) + list(x.stride()))
-    return x.as_strided(new_shape, strides)
-
-
-def dmcgb_random_crop(x, size=84, w1=None, h1=None):
-    """Vectorized CUDA implementation of random crop, imgs: (B,C,H,W), size: output size"""
-    n = x.shape[0]
-    img_size = x.shape[-1]
-    crop_max = img_size - size
-    if crop_max <= 0:
-        return x
-    x = x.permute(0, 2, 3, 1)
-    if w1 is None:
-        w1 = torch.LongTensor(n).random_(0, crop_max)
-        h1 = torch.LongTensor(n).random_(0, crop_max)
-    windows = view_as_windows_cuda(x, (1, size, size, 1))[..., 0, :, :, 0]
-    cropped = windows[torch.arange(n), w1, h1]
-    return cropped
-
-
-def dmcgb_random_shift(imgs, pad=4):
-    """Vectorized random shift, imgs: (B,C,H,W), pad: #pixels"""
-    _, _, h, w = imgs.shape
-    imgs = F.pad(imgs, (pad, pad, pad, pad), mode='replicate')
-    return dmcgb_random_crop(imgs, size=h)
-
+# DMControl-GB's random_shift (view_as_windows crop, offsets 0..7 for pad 4) and
+# DrQ-v2's RandomShiftsAug live in benchmarks/baselines.py.
 
 def eager_random_overlay(x, pool, alpha=ALPHA):
     """DMControl-GB random_overlay with the Places DataLoader replaced by a pool
@@ -141,41 +97,6 @@ def eager_shift_overlay(x, pool):
     style (SVEA: the replay sample is shifted, then overlaid). The shift runs on
     the uint8 batch (F.pad replicate supports uint8 in torch 2.x)."""
     return eager_random_overlay(dmcgb_random_shift(x, PAD), pool)
-
-
-# DrQ-v2 (facebookresearch/drqv2), drqv2.py: RandomShiftsAug, verbatim.
-class RandomShiftsAug(nn.Module):
-    def __init__(self, pad):
-        super().__init__()
-        self.pad = pad
-
-    def forward(self, x):
-        n, c, h, w = x.size()
-        assert h == w
-        padding = tuple([self.pad] * 4)
-        x = F.pad(x, padding, 'replicate')
-        eps = 1.0 / (h + 2 * self.pad)
-        arange = torch.linspace(-1.0 + eps,
-                                1.0 - eps,
-                                h + 2 * self.pad,
-                                device=x.device,
-                                dtype=x.dtype)[:h]
-        arange = arange.unsqueeze(0).repeat(h, 1).unsqueeze(2)
-        base_grid = torch.cat([arange, arange.transpose(1, 0)], dim=2)
-        base_grid = base_grid.unsqueeze(0).repeat(n, 1, 1, 1)
-
-        shift = torch.randint(0,
-                              2 * self.pad + 1,
-                              size=(n, 1, 1, 2),
-                              device=x.device,
-                              dtype=x.dtype)
-        shift *= 2.0 / (h + 2 * self.pad)
-
-        grid = base_grid + shift
-        return F.grid_sample(x,
-                             grid,
-                             padding_mode='zeros',
-                             align_corners=False)
 
 
 def kornia_drq_aug(h, w):
@@ -196,30 +117,6 @@ class Method:
         self.times: List[float] = []
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _measure(m: Method, iters: int, device: torch.device) -> float:
-    """Seconds per call, averaged over `iters` back-to-back calls."""
-    fn = m.fn
-    if device.type == "cuda":
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize(device)
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3 / iters
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    return (time.perf_counter() - t0) / iters
-
-
 def _calibrate(m: Method, device: torch.device, warmup: int, min_time: float) -> None:
     """Warm up (at most `warmup` calls, fewer once 0.3 s is spent) and pick the
     number of calls per measurement so that one measurement lasts ~min_time."""
@@ -228,10 +125,10 @@ def _calibrate(m: Method, device: torch.device, warmup: int, min_time: float) ->
         m.fn()
         if time.perf_counter() - t0 > 0.3:
             break
-    _sync(device)
-    per_call = _measure(m, 1, device)
+    cuda_sync(device)
+    per_call = measure(m.fn, 1, device)
     if per_call < min_time / 4:
-        per_call = _measure(m, max(1, min(16, int(min_time / 4 / max(per_call, 1e-7)))), device)
+        per_call = measure(m.fn, max(1, min(16, int(min_time / 4 / max(per_call, 1e-7)))), device)
     m.iters = int(min(100000, max(1, round(min_time / max(per_call, 1e-7)))))
 
 
@@ -310,7 +207,7 @@ def run_config(device: torch.device, frames: str, channels: Optional[int], batch
         for r in range(rounds):
             order = methods[r % len(methods):] + methods[:r % len(methods)]
             for m in order:
-                m.times.append(_measure(m, m.iters, device))
+                m.times.append(measure(m.fn, m.iters, device))
 
     by_key = {m.key: m for m in methods}
     t_copy = statistics.median(by_key["copy"].times)
@@ -389,30 +286,19 @@ def print_summary(rows: List[Dict]) -> None:
 
 
 def environment() -> Dict:
-    env = {
-        "command": " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv),
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "host": platform.node(), "python": platform.python_version(),
+    env = run_info()
+    env.update({
         "torch": torch.__version__, "torch_cuda": torch.version.cuda,
         "threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
         "cpu_count": os.cpu_count(), "obsaug": getattr(obsaug, "__version__", "?"),
         "obsaug_file": obsaug.__file__,
         "obsaug_built_with_cuda": bool(getattr(obsaug, "built_with_cuda", False)),
         "kornia": getattr(kornia, "__version__", None),
-    }
-    try:
-        with open("/proc/cpuinfo") as f:
-            env["cpu"] = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
-    except OSError:
-        env["cpu"] = platform.processor()
+    })
+    env["cpu"] = cpu_model()
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name(0)
-    try:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["git"] = subprocess.run(["git", "-C", root, "describe", "--always", "--dirty"],
-                                    capture_output=True, text=True, timeout=10).stdout.strip() or None
-    except Exception:  # noqa: BLE001
-        env["git"] = None
+    env["git"] = git_describe()
     return env
 
 
@@ -444,8 +330,7 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     devices = args.device or (["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
     env = environment()
-    print(f"command: {env['command']}")
-    print(f"date: {env['date']}  host: {env['host']}  git: {env['git']}")
+    print_run_header(env)
     print(f"torch {env['torch']} (cuda {env['torch_cuda']}), threads {env['threads']}, "
           f"interop {env['interop_threads']}, cpus {env['cpu_count']}, cpu: {env['cpu']}")
     if "gpu" in env:
@@ -488,10 +373,7 @@ def main(argv=None) -> int:
     print_summary(rows)
     print(f"\n(wall time {time.perf_counter() - t_start:.0f} s)")
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump({"environment": env, "results": rows}, f, indent=1)
-        print(f"wrote {args.json}")
+        write_json(args.json, {"environment": env, "results": rows})
     return 0
 
 

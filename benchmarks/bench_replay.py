@@ -96,14 +96,9 @@ from __future__ import annotations
 import argparse
 import collections
 import ctypes
-import datetime
 import gc
-import json
 import os
-import platform
-import shlex
 import statistics
-import subprocess
 import sys
 import time
 import tracemalloc
@@ -129,6 +124,9 @@ except ImportError:  # running from a checkout without PYTHONPATH=python
 except Exception as e:  # noqa: BLE001
     obsaug = None
     OBSAUG_ERR = f"import obsaug failed: {e}"
+
+from baselines import (DMCGBReplayBuffer, DrQv2Storage, LazyFrames, cpu_model, git_describe,
+                       md_row, md_rule, print_md_table, print_run_header, run_info, write_json)
 
 FRAME = (3, 84, 84)
 STACK = 3
@@ -161,10 +159,6 @@ def settle() -> int:
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
     return rss_bytes()
-
-
-def tensor_bytes(*ts) -> int:
-    return sum(t.numel() * t.element_size() for t in ts)
 
 
 # --------------------------------------------------------------------------
@@ -304,42 +298,16 @@ class ObsaugBuffer:
 # (b) DrQ-v2 storage: stacked obs per time step, preallocated torch tensors
 # --------------------------------------------------------------------------
 
-class DrQv2Buffer:
-    """DrQ-v2's replay contents in preallocated torch tensors (see module doc)."""
+class DrQv2Buffer(DrQv2Storage):
+    """DrQ-v2's replay contents in preallocated torch tensors (see module doc;
+    the storage is benchmarks/baselines.py's DrQv2Storage)."""
     name = "DrQ-v2 stacked (torch)"
     slot_on_first = True
 
     def __init__(self, capacity, n_step, gamma, seed, bank: Bank):
         self.bank = bank
-        self.capacity, self.n_step, self.gamma = capacity, n_step, gamma
-        sc = STACK * FRAME[0]
-        self.obs = torch.empty((capacity, sc, *FRAME[1:]), dtype=torch.uint8)
-        self.action = torch.zeros((capacity, *ACTION), dtype=torch.float32)
-        self.reward = torch.zeros(capacity, dtype=torch.float32)
-        self.discount = torch.ones(capacity, dtype=torch.float32)
-        self.episode = torch.full((capacity,), -1, dtype=torch.int64)
-        # numpy views of the same memory for the per-step scalar writes
-        self._action = self.action.numpy()
-        self._reward = self.reward.numpy()
-        self._discount = self.discount.numpy()
-        self._episode = self.episode.numpy()
-        self.total = 0
-        self.ep = -1
-        self.gen = torch.Generator().manual_seed(seed)
-        self.offsets = torch.arange(1, n_step + 1)
+        super().__init__(capacity, (STACK * FRAME[0], *FRAME[1:]), ACTION, n_step, gamma, seed)
         self.d = Driver()
-
-    # ReplayBufferStorage.add(time_step): one time step (obs stacked [S*C, H, W])
-    def add(self, obs, action, reward, discount, first):
-        i = self.total % self.capacity
-        if first:
-            self.ep += 1
-        self.obs[i].copy_(obs)
-        self._action[i] = action
-        self._reward[i] = reward
-        self._discount[i] = discount
-        self._episode[i] = self.ep
-        self.total += 1
 
     def steps(self, n: int) -> int:
         d, b = self.d, self.bank
@@ -380,127 +348,11 @@ class DrQv2Buffer:
             self.d.t += n
             self.d.ep_step = -1 if n == EP_LEN + 1 else n - 1
 
-    def counted_bytes(self) -> float:
-        return tensor_bytes(self.obs, self.action, self.reward, self.discount,
-                            self.episode) / self.capacity
-
-    def _draw(self, batch: int) -> torch.Tensor:
-        size = min(self.total, self.capacity)
-        lo, hi = self.total - size, self.total - self.n_step  # obs step t in [lo, hi)
-        out = []
-        got = 0
-        while got < batch:
-            t = torch.randint(lo, hi, (2 * (batch - got) + 8,), generator=self.gen)
-            ok = self.episode[(t + self.n_step) % self.capacity] == self.episode[t % self.capacity]
-            t = t[ok][:batch - got]
-            out.append(t)
-            got += t.numel()
-        return torch.cat(out)
-
-    def sample(self, batch: int) -> Dict[str, torch.Tensor]:
-        t = self._draw(batch)
-        idx = t % self.capacity
-        steps = (t[:, None] + self.offsets) % self.capacity            # [B, n]
-        r = self.reward[steps]
-        dsc = self.discount[steps]
-        reward = torch.zeros(batch)
-        discount = torch.ones(batch)
-        for k in range(self.n_step):                                    # DrQ-v2's loop
-            reward += discount * r[:, k]
-            discount *= dsc[:, k] * self.gamma
-        return {"obs": self.obs.index_select(0, idx),
-                "action": self.action.index_select(0, steps[:, 0]),
-                "reward": reward, "discount": discount,
-                "next_obs": self.obs.index_select(0, steps[:, -1])}
-
-
 # --------------------------------------------------------------------------
 # (c) DMControl-GB: LazyFrames in Python lists
 # --------------------------------------------------------------------------
 
-class LazyFrames:
-    """DMControl-GB src/utils.py LazyFrames (extremely_lazy=True, the default)."""
-
-    def __init__(self, frames, extremely_lazy=True):
-        self._frames = frames
-        self._extremely_lazy = extremely_lazy
-        self._out = None
-
-    @property
-    def frames(self):
-        return self._frames
-
-    def _force(self):
-        if self._extremely_lazy:
-            return np.concatenate(self._frames, axis=0)
-        if self._out is None:
-            self._out = np.concatenate(self._frames, axis=0)
-            self._frames = None
-        return self._out
-
-    def __array__(self, dtype=None, copy=None):
-        out = self._force()
-        if dtype is not None:
-            out = out.astype(dtype)
-        return out
-
-    def __len__(self):
-        if self._extremely_lazy:
-            return len(self._frames)
-        return len(self._force())
-
-    def __getitem__(self, i):
-        return self._force()[i]
-
-
-class DMCGBReplayBuffer:
-    """DMControl-GB src/utils.py ReplayBuffer (obses as LazyFrames pairs in a list)."""
-
-    def __init__(self, obs_shape, action_shape, capacity, batch_size, seed):
-        self.capacity = capacity
-        self.batch_size = batch_size
-        self._obses = []
-        self.actions = np.empty((capacity, *action_shape), dtype=np.float32)
-        self.rewards = np.empty((capacity, 1), dtype=np.float32)
-        self.not_dones = np.empty((capacity, 1), dtype=np.float32)
-        self.idx = 0
-        self.full = False
-        self.rng = np.random.RandomState(seed)
-
-    def add(self, obs, action, reward, next_obs, done):
-        obses = (obs, next_obs)
-        if self.idx >= len(self._obses):
-            self._obses.append(obses)
-        else:
-            self._obses[self.idx] = obses
-        np.copyto(self.actions[self.idx], action)
-        np.copyto(self.rewards[self.idx], reward)
-        np.copyto(self.not_dones[self.idx], not done)
-        self.idx = (self.idx + 1) % self.capacity
-        self.full = self.full or self.idx == 0
-
-    def _get_idxs(self, n=None):
-        if n is None:
-            n = self.batch_size
-        return self.rng.randint(0, self.capacity if self.full else self.idx, size=n)
-
-    def _encode_obses(self, idxs):
-        obses, next_obses = [], []
-        for i in idxs:
-            obs, next_obs = self._obses[i]
-            obses.append(np.asarray(obs))          # np.array(obs, copy=False) in numpy 1
-            next_obses.append(np.asarray(next_obs))
-        return np.array(obses), np.array(next_obses)
-
-    def sample(self, n=None):
-        idxs = self._get_idxs(n)
-        obs, next_obs = self._encode_obses(idxs)
-        obs = torch.as_tensor(obs)                 # .cuda().float() in the original
-        next_obs = torch.as_tensor(next_obs)
-        actions = torch.as_tensor(self.actions[idxs])
-        rewards = torch.as_tensor(self.rewards[idxs])
-        not_dones = torch.as_tensor(self.not_dones[idxs])
-        return obs, actions, rewards, next_obs, not_dones
+# LazyFrames and DMCGBReplayBuffer (src/utils.py) live in benchmarks/baselines.py.
 
 
 class DMCGBBuffer:
@@ -510,7 +362,7 @@ class DMCGBBuffer:
     def __init__(self, capacity, n_step, gamma, seed, bank: Bank):
         self.bank = bank
         self.capacity = capacity
-        self.rb = DMCGBReplayBuffer(FRAME, ACTION, capacity, 256, seed)
+        self.rb = DMCGBReplayBuffer(FRAME, ACTION, capacity, 256, seed)   # no prefill
         self.frames = collections.deque([], maxlen=STACK)   # FrameStack wrapper
         self.obs = None
         self.d = Driver()
@@ -809,31 +661,21 @@ def check_stacks(obs: torch.Tensor, next_obs: torch.Tensor, label: str) -> None:
 # --------------------------------------------------------------------------
 
 def environment(args) -> Dict:
-    env = {
-        "command": " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv),
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "host": platform.node(), "python": platform.python_version(),
+    env = run_info()
+    env.update({
         "torch": torch.__version__, "numpy": np.__version__,
         "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
         "obsaug": getattr(obsaug, "__version__", None) if obsaug else None,
         "obsaug_file": getattr(obsaug, "__file__", None) if obsaug else None,
-    }
-    try:
-        with open("/proc/cpuinfo") as f:
-            env["cpu"] = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
-    except OSError:
-        env["cpu"] = platform.processor()
+    })
+    env["cpu"] = cpu_model()
     try:
         with open("/proc/meminfo") as f:
             mi = {l.split(":")[0]: int(l.split()[1]) * 1024 for l in f}
         env["mem_available_GB"] = mi.get("MemAvailable", 0) / 1e9
     except OSError:
         env["mem_available_GB"] = None
-    try:
-        env["git"] = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
-                                    capture_output=True, text=True, timeout=10).stdout.strip() or None
-    except Exception:  # noqa: BLE001
-        env["git"] = None
+    env["git"] = git_describe(ROOT)
     return env
 
 
@@ -888,8 +730,7 @@ def main(argv=None) -> int:
     stacked_bytes = STACK * int(np.prod(FRAME))
 
     env = environment(args)
-    print(f"command: {env['command']}")
-    print(f"date: {env['date']}  host: {env['host']}  git: {env['git']}")
+    print_run_header(env)
     print(f"torch {env['torch']}, numpy {env['numpy']}, threads {env['threads']}, "
           f"cpus {env['cpu_count']}, cpu: {env['cpu']}, MemAvailable {env['mem_available_GB']:.1f} GB")
     print(f"frames {FRAME} uint8, stack {STACK}, action {ACTION} float32, episodes of {EP_LEN} "
@@ -1162,23 +1003,22 @@ def main(argv=None) -> int:
           f"bytes/transition = RSS delta / slots (counted = storage nbytes / slots).")
     print("'obsaug x faster' = t_sample(impl) / t_sample(obsaug, same phase); "
           "'memory x obsaug' = RSS bytes(impl) / RSS bytes(obsaug).\n")
-    print("| implementation | bytes/transition (RSS) | counted | add/s (1 env) | add/s (8 envs) "
-          "| sample batches/s | samples/s | obsaug x faster (sample) | memory x obsaug |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for x in rows:
-        print(f"| {x['implementation']} | {f(x['bytes_per_transition_rss'], ',.0f')} "
-              f"| {f(x['bytes_per_transition_counted'], ',.0f')} | {f(x['add_per_s'], ',.0f')} "
-              f"| {f(x['add8_per_s'], ',.0f')} | {f(x['sample_batches_per_s'], ',.2f')} "
-              f"| {f(x['samples_per_s'], ',.0f')} | {f(x['obsaug_sample_speedup'], '.2f')} "
-              f"| {f(x['memory_x_obsaug'], '.2f')} |")
+    print_md_table(["implementation", "bytes/transition (RSS)", "counted", "add/s (1 env)",
+                    "add/s (8 envs)", "sample batches/s", "samples/s", "obsaug x faster (sample)",
+                    "memory x obsaug"], "l" + "r" * 8,
+                   ([x['implementation'], f(x['bytes_per_transition_rss'], ',.0f'),
+                     f(x['bytes_per_transition_counted'], ',.0f'), f(x['add_per_s'], ',.0f'),
+                     f(x['add8_per_s'], ',.0f'), f(x['sample_batches_per_s'], ',.2f'),
+                     f(x['samples_per_s'], ',.0f'), f(x['obsaug_sample_speedup'], '.2f'),
+                     f(x['memory_x_obsaug'], '.2f')] for x in rows))
 
     # sample + augment rows
     t_e = med(m_e)
     t_fused, t_unfused = med(m_fused), med(m_unfused)
     print(f"\nSample + augment (B={B}, obs and next_obs, [shift pad {PAD} replicate, overlay {ALPHA}], "
           f"uint8 out; phase 1):\n")
-    print("| method | ms/batch | batches/s | samples/s | fused x faster |")
-    print("|---|---:|---:|---:|---:|")
+    print(md_row(["method", "ms/batch", "batches/s", "samples/s", "fused x faster"]))
+    print(md_rule("lrrrr"))
     for label, t in (("(a) obsaug sample(B, augment=engine), fused", t_fused),
                      ("(a) obsaug sample(B) + engine.augment x2, unfused", t_unfused),
                      ("(e) DrQ-v2 sample + eager PyTorch shift+overlay", t_e)):
@@ -1186,7 +1026,7 @@ def main(argv=None) -> int:
             print(f"| {label} | skipped | | | |")
             continue
         ratio = f"{t / t_fused:.2f}" if t_fused else "n/a"
-        print(f"| {label} | {t * 1e3:.2f} | {1 / t:,.2f} | {B / t:,.0f} | {ratio} |")
+        print(md_row([label, f"{t * 1e3:.2f}", f"{1 / t:,.2f}", f"{B / t:,.0f}", ratio]))
 
     # notes
     print()
@@ -1228,12 +1068,9 @@ def main(argv=None) -> int:
     print(f"\n(wall time {time.perf_counter() - t_start:.0f} s)")
 
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        out = {"environment": env, "skipped": skipped, "rows": rows,
-               "sample_augment": {"fused_s": t_fused, "unfused_s": t_unfused, "eager_s": t_e}}
-        with open(args.json, "w") as fh:
-            json.dump(out, fh, indent=1)
-        print(f"wrote {args.json}")
+        write_json(args.json, {"environment": env, "skipped": skipped, "rows": rows,
+                               "sample_augment": {"fused_s": t_fused, "unfused_s": t_unfused,
+                                                  "eager_s": t_e}})
     return 0
 
 

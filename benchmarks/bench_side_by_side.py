@@ -99,25 +99,16 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import datetime
-import io
-import json
 import math
 import os
-import platform
-import shlex
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import warnings
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 try:
@@ -127,7 +118,6 @@ except ImportError:  # a checkout without the package on the path
     import obsaug
 
 import torchvision.datasets as datasets
-import torchvision.transforms as TF
 
 try:
     import kornia
@@ -135,109 +125,24 @@ try:
 except Exception:  # noqa: BLE001  (kornia is pinned in requirements.txt, but optional here)
     kornia = None
 
+from baselines import (DMCGB, RandomShiftsAug, build_image_folder, cpu_model, cuda_sync,
+                       git_describe, loadavg_str, measure, md_row, md_rule, places_transform,
+                       print_md_table, print_run_header, run_info, write_json)
+
 PAD = 4
 ALPHA = 0.5
 SIZE = 84
 LAYOUTS = {"9x84x84": (3, 3), "4x84x84": (4, 1)}   # frames -> (stack S, channels C)
 LAYOUT_NAMES = {"9x84x84": "DMControl 9x84x84 (3 RGB frames)",
                 "4x84x84": "Atari 4x84x84 (4 grayscale frames)"}
-PHOTO_EXT = (".jpg", ".jpeg", ".png")
 
 
 # --------------------------------------------------------------------------
-# DrQ-v2 (facebookresearch/drqv2, drqv2.py): RandomShiftsAug
+# DrQ-v2's RandomShiftsAug and DMControl-GB's random_overlay over a Places
+# DataLoader (class DMCGB, random_shift = replicate pad + kornia RandomCrop),
+# with the image folder they read (build_image_folder), live in
+# benchmarks/baselines.py.
 # --------------------------------------------------------------------------
-
-class RandomShiftsAug(nn.Module):
-    """DrQ-v2's RandomShiftsAug: replicate pad, integer shift via grid_sample (float input)."""
-
-    def __init__(self, pad):
-        super().__init__()
-        self.pad = pad
-
-    def forward(self, x):
-        n, c, h, w = x.size()
-        assert h == w
-        padding = tuple([self.pad] * 4)
-        x = F.pad(x, padding, 'replicate')
-        eps = 1.0 / (h + 2 * self.pad)
-        arange = torch.linspace(-1.0 + eps, 1.0 - eps, h + 2 * self.pad,
-                                device=x.device, dtype=x.dtype)[:h]
-        arange = arange.unsqueeze(0).repeat(h, 1).unsqueeze(2)
-        base_grid = torch.cat([arange, arange.transpose(1, 0)], dim=2)
-        base_grid = base_grid.unsqueeze(0).repeat(n, 1, 1, 1)
-        shift = torch.randint(0, 2 * self.pad + 1, size=(n, 1, 1, 2),
-                              device=x.device, dtype=x.dtype)
-        shift *= 2.0 / (h + 2 * self.pad)
-        grid = base_grid + shift
-        return F.grid_sample(x, grid, padding_mode='zeros', align_corners=False)
-
-
-# --------------------------------------------------------------------------
-# DMControl-GB (src/augmentations.py): random_overlay over a Places DataLoader,
-# random_shift = replicate pad + kornia RandomCrop. Module globals become the
-# attributes of one object per configuration (upstream builds its loader once,
-# on the first call, with that call's batch size).
-# --------------------------------------------------------------------------
-
-def places_transform(image_size: int, channels: int):
-    t = [TF.RandomResizedCrop(image_size), TF.RandomHorizontalFlip()]
-    if channels == 1:  # Atari adaptation: upstream has RGB only
-        t.append(TF.Grayscale(1))
-    t.append(TF.ToTensor())
-    return TF.Compose(t)
-
-
-class DMCGB:
-    def __init__(self, root: str, device: torch.device, channels: int, num_workers: int):
-        self.root, self.device, self.channels = root, device, channels
-        self.num_workers = num_workers
-        self.places_dataloader = None
-        self.places_iter = None
-
-    def _load_places(self, batch_size=256, image_size=84):
-        self.places_dataloader = torch.utils.data.DataLoader(
-            datasets.ImageFolder(self.root, places_transform(image_size, self.channels)),
-            batch_size=batch_size, shuffle=True,
-            num_workers=self.num_workers, pin_memory=self.device.type == "cuda")
-        self.places_iter = iter(self.places_dataloader)
-
-    def _get_places_batch(self, batch_size):
-        try:
-            imgs, _ = next(self.places_iter)
-            if imgs.size(0) < batch_size:
-                self.places_iter = iter(self.places_dataloader)
-                imgs, _ = next(self.places_iter)
-        except StopIteration:
-            self.places_iter = iter(self.places_dataloader)
-            imgs, _ = next(self.places_iter)
-        return imgs.to(self.device)   # upstream: imgs.cuda()
-
-    def random_overlay(self, x):
-        alpha = 0.5
-        if self.places_dataloader is None:
-            self._load_places(batch_size=x.size(0), image_size=x.size(-1))
-        imgs = self._get_places_batch(batch_size=x.size(0)).repeat(
-            1, x.size(1) // self.channels, 1, 1)
-        return ((1 - alpha) * (x / 255.) + (alpha) * imgs) * 255.
-
-    @staticmethod
-    def random_shift(imgs, pad=4):
-        _, _, h, w = imgs.shape
-        imgs = F.pad(imgs, (pad, pad, pad, pad), mode='replicate')
-        return kornia.augmentation.RandomCrop((h, w))(imgs)
-
-    def __call__(self, obs):
-        x = obs.float()                 # the replay buffer's float tensor
-        x = self.random_shift(x, PAD)   # SVEA: shifted at sampling...
-        return self.random_overlay(x)   # ...then overlaid
-
-    def close(self):
-        it = self.places_iter
-        if it is not None and hasattr(it, "_shutdown_workers"):
-            it._shutdown_workers()
-        self.places_iter = self.places_dataloader = None
-
 
 class Optimised:
     """Persistent workers, prefetch, expand, one float lerp into uint8, DrQ-v2 shift."""
@@ -288,43 +193,6 @@ def preloaded_overlay_shift(obs, pool, stack, channels, shift):
 
 
 # --------------------------------------------------------------------------
-# Photos for the DataLoader paths
-# --------------------------------------------------------------------------
-
-def photo_files(src: str) -> List[str]:
-    return sorted(os.path.join(src, f) for f in os.listdir(src)
-                  if f.lower().endswith(PHOTO_EXT) and os.path.isfile(os.path.join(src, f)))
-
-
-def build_image_folder(src: str, mode: str, min_items: int) -> str:
-    """A temp ImageFolder root with one class folder of >= min_items images (symlinks)."""
-    files = photo_files(src)
-    if not files:
-        raise SystemExit(f"no photos in {src} (run scripts/fetch_photos.sh)")
-    root = tempfile.mkdtemp(prefix="obsaug_sbs_")
-    cls = os.path.join(root, "photos")
-    os.makedirs(cls)
-    if mode == "places256":
-        from PIL import Image
-        base_dir = os.path.join(root, "_places256")
-        os.makedirs(base_dir)
-        base = []
-        for i, f in enumerate(files):
-            with Image.open(f) as im:
-                p = os.path.join(base_dir, f"{i:03d}.jpg")
-                im.convert("RGB").resize((256, 256), Image.BICUBIC).save(p, "JPEG", quality=90)
-                base.append(p)
-    else:
-        base = [os.path.abspath(f) for f in files]
-    reps = max(1, math.ceil(min_items / len(base)))
-    for r in range(reps):
-        for i, f in enumerate(base):
-            ext = os.path.splitext(f)[1].lower()
-            os.symlink(f, os.path.join(cls, f"r{r:04d}_{i:03d}{ext}"))
-    return root
-
-
-# --------------------------------------------------------------------------
 # Timing
 # --------------------------------------------------------------------------
 
@@ -335,40 +203,19 @@ class Method:
         self.times: List[float] = []
 
 
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _measure(fn, iters, device) -> float:
-    if device.type == "cuda":
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize(device)
-        s.record()
-        for _ in range(iters):
-            fn()
-        e.record()
-        e.synchronize()
-        return s.elapsed_time(e) / 1e3 / iters
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    return (time.perf_counter() - t0) / iters
-
-
 def _calibrate(m, device, min_time):
     t0 = time.perf_counter()
     for _ in range(3):
         t1 = time.perf_counter()
         m.fn()
-        _sync(device)
+        cuda_sync(device)
         if time.perf_counter() - t0 > 0.2:
             break
     per = time.perf_counter() - t1   # the last warm-up call
     if per < min_time:
-        per = _measure(m.fn, 1, device)
+        per = measure(m.fn, 1, device)
     if per < min_time / 4:
-        per = _measure(m.fn, max(1, min(16, int(min_time / 4 / max(per, 1e-7)))), device)
+        per = measure(m.fn, max(1, min(16, int(min_time / 4 / max(per, 1e-7)))), device)
     m.iters = int(min(100000, max(1, round(min_time / max(per, 1e-7)))))
 
 
@@ -378,17 +225,17 @@ def time_fast(methods, device, rounds, min_time):
     for r in range(rounds):
         k = r % len(methods)
         for m in methods[k:] + methods[:k]:
-            m.times.append(_measure(m.fn, m.iters, device))
+            m.times.append(measure(m.fn, m.iters, device))
 
 
 def time_dataloader(m, device, calls):
     m.fn()               # warm-up: loader construction, worker start, first batch
-    _sync(device)
+    cuda_sync(device)
     m.iters = calls
     for _ in range(calls):
         t0 = time.perf_counter()
         m.fn()
-        _sync(device)
+        cuda_sync(device)
         m.times.append(time.perf_counter() - t0)
 
 
@@ -495,20 +342,20 @@ def ratios(rows):
 
 
 def print_tables(rows, rat):
-    print("| device | frames | B | method | ms/call | samples/s | timed calls |")
-    print("|---|---|---:|---|---:|---:|---:|")
-    for r in rows:
-        print(f"| {r['device']} | {r['frames']} | {r['batch']} | {r['label']} | "
-              f"{r['ms_per_call']:.3f} | {r['samples_per_s']:,.0f} | {r['calls']} |")
+    print_md_table(["device", "frames", "B", "method", "ms/call", "samples/s", "timed calls"],
+                   "llrlrrr",
+                   ([r['device'], r['frames'], r['batch'], r['label'], f"{r['ms_per_call']:.3f}",
+                     f"{r['samples_per_s']:,.0f}", r['calls']] for r in rows))
     print("\nRatios = t_method / t_obsaug (how many times faster obsaug is); "
           "vs copy = t_copy / t_obsaug (1.0 = copy speed). ip = in place, oop = out of place.\n")
-    print("| device | frames | B | ip vs DMC-GB | ip vs optimised | ip vs preloaded | ip vs copy "
-          "| oop vs DMC-GB | oop vs optimised | oop vs preloaded | oop vs copy |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(md_row(["device", "frames", "B", "ip vs DMC-GB", "ip vs optimised", "ip vs preloaded",
+                  "ip vs copy", "oop vs DMC-GB", "oop vs optimised", "oop vs preloaded",
+                  "oop vs copy"]))
+    print(md_rule("llr" + "r" * 8))
     for q in rat:
         cells = [fmt_ratio(q[f"{w}_vs_{b}"]) for w in ("obsaug_inplace", "obsaug_out")
                  for b in ("dmcgb", "optimised", "preloaded", "copy")]
-        print(f"| {q['device']} | {q['frames']} | {q['batch']} | " + " | ".join(cells) + " |")
+        print(md_row([q['device'], q['frames'], q['batch']] + cells))
 
 
 def check_targets(rat):
@@ -573,29 +420,19 @@ def plot(rows, path, title):
 
 
 def environment(args):
-    env = {
-        "command": " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv),
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "host": platform.node(), "python": platform.python_version(),
+    env = run_info()
+    env.update({
         "torch": torch.__version__, "torch_cuda": torch.version.cuda,
         "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
         "obsaug": getattr(obsaug, "__version__", "?"), "obsaug_file": obsaug.__file__,
         "obsaug_built_with_cuda": bool(getattr(obsaug, "built_with_cuda", False)),
         "kornia": getattr(kornia, "__version__", None),
         "loadavg_start": os.getloadavg(),
-    }
-    try:
-        with open("/proc/cpuinfo") as f:
-            env["cpu"] = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
-    except OSError:
-        env["cpu"] = platform.processor()
+    })
+    env["cpu"] = cpu_model()
     if torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name(0)
-    try:
-        env["git"] = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
-                                    capture_output=True, text=True, timeout=10).stdout.strip() or None
-    except Exception:  # noqa: BLE001
-        env["git"] = None
+    env["git"] = git_describe(ROOT)
     return env
 
 
@@ -641,9 +478,7 @@ def main(argv=None) -> int:
 
     devices = args.device or (["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
     env = environment(args)
-    print(f"command: {env['command']}")
-    print(f"date: {env['date']}  host: {env['host']}  git: {env['git']}  "
-          f"load average at start: {' '.join(f'{v:.2f}' for v in env['loadavg_start'])}")
+    print_run_header(env, f"  load average at start: {loadavg_str(env['loadavg_start'])}")
     print(f"torch {env['torch']} (cuda {env['torch_cuda']}), threads {env['threads']} (torch and "
           f"obsaug), cpus {env['cpu_count']}, cpu: {env['cpu']}" + (f", gpu: {env['gpu']}" if "gpu" in env else ""))
     print(f"obsaug {env['obsaug']} (built with CUDA: {env['obsaug_built_with_cuda']}), "
@@ -707,14 +542,11 @@ def main(argv=None) -> int:
              f"torch {env['torch']}; load {env['loadavg_start'][0]:.1f}")
     if plot(rows, args.out, title):
         print(f"\nwrote {args.out}")
-    print(f"wall time {wall:.0f} s; load average at end: {' '.join(f'{v:.2f}' for v in load_end)}")
+    print(f"wall time {wall:.0f} s; load average at end: {loadavg_str(load_end)}")
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)) or ".", exist_ok=True)
         env["loadavg_end"] = load_end
-        with open(args.json, "w") as f:
-            json.dump({"environment": env, "args": vars(args), "results": rows, "ratios": rat,
-                       "targets_pass": ok}, f, indent=1)
-        print(f"wrote {args.json}")
+        write_json(args.json, {"environment": env, "args": vars(args), "results": rows,
+                               "ratios": rat, "targets_pass": ok})
     return 0
 
 

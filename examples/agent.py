@@ -49,7 +49,6 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 import time
 from collections import deque
 
@@ -68,8 +67,13 @@ except ImportError:  # a source checkout without the development .pth
     import obsaug
 from fill_replay import DMCPixels  # noqa: E402
 
+# The DMControl-GB re-implementations (LazyFrames, ReplayBuffer, random_shift,
+# random_overlay over a DataLoader) are the benchmarks' own, in benchmarks/baselines.py.
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from baselines import (DMCGB, DMCGBReplayBuffer, LazyFrames, build_image_folder,  # noqa: E402
+                       loadavg_str, md_row, md_rule)
+
 PHOTOS = os.path.join(ROOT, "data", "photos")
-IMAGE_EXT = (".jpg", ".jpeg", ".png")
 
 
 # --------------------------------------------------------------------------- network
@@ -245,147 +249,41 @@ class ObsaugData:
 
 # ------------------------------------------------------- data path: DMControl-GB
 
-class LazyFrames:
-    """DMControl-GB's LazyFrames (extremely_lazy=True): references to the stacked
-    frames, concatenated along channels whenever the stack is read."""
-
-    def __init__(self, frames):
-        self._frames = frames
-
-    def __array__(self, dtype=None, copy=None):
-        out = np.concatenate(self._frames, axis=0)
-        return out if dtype is None else out.astype(dtype)
-
-
-class GBReplayBuffer:
-    """DMControl-GB's ReplayBuffer: a list of (obs, next_obs) LazyFrames pairs,
-    prefilled with `capacity` placeholder frames, actions / rewards / not_dones arrays;
-    sample_drq builds the stacks with np.array per index, converts to float and
-    random-shifts obs and next_obs."""
-
-    def __init__(self, obs_shape, action_shape, capacity: int, batch_size: int):
-        self.capacity, self.batch_size = capacity, batch_size
-        _, h, w = obs_shape
-        self._obses = [np.ones((3, h, w), dtype=np.uint8) for _ in range(capacity)]  # prefill
-        self.actions = np.empty((capacity, *action_shape), dtype=np.float32)
-        self.rewards = np.empty((capacity, 1), dtype=np.float32)
-        self.not_dones = np.empty((capacity, 1), dtype=np.float32)
-        self.idx, self.full = 0, False
-
-    def add(self, obs, action, reward, next_obs, done) -> None:
-        self._obses[self.idx] = (obs, next_obs)
-        np.copyto(self.actions[self.idx], action)
-        np.copyto(self.rewards[self.idx], reward)
-        np.copyto(self.not_dones[self.idx], not done)
-        self.idx = (self.idx + 1) % self.capacity
-        self.full = self.full or self.idx == 0
-
-    def _get_idxs(self, n=None):
-        n = self.batch_size if n is None else n
-        return np.random.randint(0, self.capacity if self.full else self.idx, size=n)
-
-    def _encode_obses(self, idxs):
-        obses, next_obses = [], []
-        for i in idxs:
-            obs, next_obs = self._obses[i]
-            obses.append(np.asarray(obs))
-            next_obses.append(np.asarray(next_obs))
-        return np.array(obses), np.array(next_obses)
-
-    def sample_drq(self, n=None, pad=4):
-        idxs = self._get_idxs(n)
-        obs, next_obs = self._encode_obses(idxs)
-        obs = torch.as_tensor(obs).float()               # .cuda() in DMControl-GB
-        next_obs = torch.as_tensor(next_obs).float()
-        actions = torch.as_tensor(self.actions[idxs])
-        rewards = torch.as_tensor(self.rewards[idxs])
-        not_dones = torch.as_tensor(self.not_dones[idxs])
-        obs = gb_random_shift(obs, pad)
-        next_obs = gb_random_shift(next_obs, pad)
-        return obs, actions, rewards, next_obs, not_dones
-
-
-_random_crop = {}
-
-
-def gb_random_shift(imgs: torch.Tensor, pad: int = 4) -> torch.Tensor:
-    """DMControl-GB's random_shift: replicate-pad, then kornia's RandomCrop((h, w))
-    (the module is built once here; DMControl-GB builds it per call, which costs the
-    same order)."""
-    import kornia
-    _, _, h, w = imgs.shape
-    imgs = F.pad(imgs, (pad, pad, pad, pad), mode="replicate")
-    crop = _random_crop.get((h, w))
-    if crop is None:
-        crop = _random_crop[(h, w)] = kornia.augmentation.RandomCrop((h, w))
-    return crop(imgs)
-
-
-class GBOverlay:
-    """DMControl-GB's random_overlay: the next DataLoader batch of B photos
-    (ImageFolder + RandomResizedCrop(84) + RandomHorizontalFlip + ToTensor, shuffle)
-    per call, repeated over the stacked frames, blended with alpha 0.5 in [0, 255]."""
+class GBOverlay(DMCGB):
+    """DMControl-GB's random_overlay (baselines.DMCGB): the next DataLoader batch of
+    B photos (ImageFolder + RandomResizedCrop(84) + RandomHorizontalFlip + ToTensor,
+    shuffle) per call, repeated over the stacked frames, blended with alpha 0.5 in
+    [0, 255]. The loader and its workers start here, outside the timed loop."""
 
     def __init__(self, batch_size: int, image_size: int, args):
-        import torchvision.datasets as datasets
-        import torchvision.transforms as TF
-        self.tmp = tempfile.mkdtemp(prefix="gb_photos_")
-        cls_dir = os.path.join(self.tmp, "photos")
-        os.makedirs(cls_dir)
-        photos = sorted(f for f in os.listdir(PHOTOS) if f.lower().endswith(IMAGE_EXT))
         # Places365 (1.8M images) never ends an epoch in a run this short; repeat the
         # photos so that the iterator does not restart (and respawn workers) either.
-        copies = max(1, math.ceil(batch_size * (args.updates_expected + 2) / len(photos)))
-        from PIL import Image
-        for p in photos:
-            src = os.path.join(PHOTOS, p)
-            if args.gb_images == "places256":
-                # Places365-standard's format: 256x256 JPEG
-                stem = os.path.splitext(p)[0] + ".jpg"
-                src = os.path.join(self.tmp, "resized_" + stem)
-                Image.open(os.path.join(PHOTOS, p)).convert("RGB").resize(
-                    (256, 256), Image.BICUBIC).save(src, quality=90)
-            for k in range(copies):
-                os.symlink(src, os.path.join(cls_dir, f"{k:05d}_{os.path.basename(src)}"))
-        dataset = datasets.ImageFolder(self.tmp, TF.Compose([
-            TF.RandomResizedCrop(image_size), TF.RandomHorizontalFlip(), TF.ToTensor()]),
-            is_valid_file=lambda f: os.path.basename(os.path.dirname(f)) == "photos")
-        self.dataset_len = len(dataset)
-        self.loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True,
-                                                  num_workers=args.gb_workers,
-                                                  pin_memory=torch.cuda.is_available())
-        self.it = iter(self.loader)
-        self.alpha = 0.5
-
-    def _batch(self, batch_size: int) -> torch.Tensor:
-        try:
-            imgs, _ = next(self.it)
-            if imgs.size(0) < batch_size:
-                self.it = iter(self.loader)
-                imgs, _ = next(self.it)
-        except StopIteration:
-            self.it = iter(self.loader)
-            imgs, _ = next(self.it)
-        return imgs                                        # .cuda() in DMControl-GB
+        self.tmp = build_image_folder(
+            PHOTOS, "places256" if args.gb_images == "places256" else "photos",
+            batch_size * (args.updates_expected + 2), prefix="gb_photos_")
+        super().__init__(self.tmp, torch.device("cpu"), 3, args.gb_workers,
+                         pin_memory=torch.cuda.is_available(), class_dir="photos")
+        self._load_places(batch_size=batch_size, image_size=image_size)
+        self.dataset_len = len(self.places_dataloader.dataset)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        imgs = self._batch(x.size(0)).repeat(1, x.size(1) // 3, 1, 1)
-        return ((1 - self.alpha) * (x / 255.0) + self.alpha * imgs) * 255.0
+        return self.random_overlay(x)
 
     def close(self) -> None:
-        self.it = None
-        self.loader = None
+        super().close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 class GBData:
-    """DMControl-GB's data path: FrameStack LazyFrames + GBReplayBuffer.sample_drq +
+    """DMControl-GB's data path: FrameStack LazyFrames + ReplayBuffer.sample_drq +
     random_overlay(obs.clone())."""
 
     name = "dmcontrol-gb"
 
     def __init__(self, frame_shape, frame_stack: int, action_dim: int, capacity: int, args):
-        self.rb = GBReplayBuffer(frame_shape, (action_dim,), capacity, args.batch)
+        # prefilled, indices from the global np.random, as DMControl-GB's
+        self.rb = DMCGBReplayBuffer(frame_shape, (action_dim,), capacity, args.batch,
+                                    prefill=True)
         self.overlay = GBOverlay(args.batch, frame_shape[-1], args)
         self.frames = deque(maxlen=frame_stack)
         self.obs = None
@@ -405,7 +303,8 @@ class GBData:
         return next_obs
 
     def sample(self, batch_size: int):
-        obs, action, reward, next_obs, not_done = self.rb.sample_drq(batch_size)
+        obs, action, reward, next_obs, not_done = self.rb.sample_drq(batch_size,
+                                                                     reuse_crop=True)
         obs_aug = self.overlay(obs.clone())
         return obs, action, reward, next_obs, not_done, obs_aug
 
@@ -524,10 +423,9 @@ def main() -> int:
     if args.seed_steps < args.batch:
         p.error("--seed-steps must be >= --batch (obsaug samples at most the valid transitions)")
 
-    load = os.getloadavg()
     print(f"MUJOCO_GL={os.environ.get('MUJOCO_GL')}  torch {torch.__version__} "
           f"({torch.get_num_threads()} threads)  {os.cpu_count()} CPUs  "
-          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+          f"load average {loadavg_str(os.getloadavg())}")
     print(f"{args.domain}/{args.task}  steps {args.steps}  seed steps {args.seed_steps}  "
           f"batch {args.batch}  encoder {args.filters} filters strides {args.strides}")
     paths = ["obsaug", "dmcontrol-gb"] if args.data_path == "both" else [args.data_path]
@@ -539,19 +437,19 @@ def main() -> int:
               f"{r['updates']} updates, episode returns {[round(float(x), 1) for x in r['returns']]}",
               flush=True)
 
-    load = os.getloadavg()
     print()
-    print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print("| data path | env (step+render) s | replay add s | sample+aug s | sample+aug ms/update "
-          "| update s | act s | other s | wall s | sample+aug share |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(f"load average after: {loadavg_str(os.getloadavg())}")
+    print(md_row(["data path", "env (step+render) s", "replay add s", "sample+aug s",
+                  "sample+aug ms/update", "update s", "act s", "other s", "wall s",
+                  "sample+aug share"]))
+    print(md_rule("l" * 10))
     for r in results:
         other = r["wall"] - r["env"] - r["add"] - r["sample"] - r["update"] - r["act"]
         per = 1000 * r["sample"] / max(1, r["updates"])
         r["share"] = r["sample"] / r["wall"]
-        print(f"| {r['path']} | {r['env']:.1f} | {r['add']:.2f} | {r['sample']:.1f} | {per:.1f} | "
-              f"{r['update']:.1f} | {r['act']:.1f} | {other:.2f} | {r['wall']:.1f} | "
-              f"{100 * r['share']:.1f}% |")
+        print(md_row([r['path'], f"{r['env']:.1f}", f"{r['add']:.2f}", f"{r['sample']:.1f}",
+                      f"{per:.1f}", f"{r['update']:.1f}", f"{r['act']:.1f}", f"{other:.2f}",
+                      f"{r['wall']:.1f}", f"{100 * r['share']:.1f}%"]))
     if len(results) == 2:
         a, b = results
         print()

@@ -5,6 +5,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+# ccache keyed on paths relative to the checkout, so a fresh clone (CI) reuses
+# what earlier builds of the same sources compiled.
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
 build_dir="${OBSAUG_BUILD_DIR:-build}"
 if [ ! -f "$build_dir/build.ninja" ] || [ $# -gt 0 ]; then
   cmake -S . -B "$build_dir" -G Ninja -DPython3_EXECUTABLE="$root/.venv/bin/python" "$@"

@@ -10,6 +10,9 @@
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+# ccache keyed on paths relative to the checkout, so a fresh clone (CI) reuses
+# what earlier builds of the same sources compiled.
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
 modes=("$@")
 [ ${#modes[@]} -gt 0 ] || modes=(asan tsan)
 

@@ -1,0 +1,581 @@
+"""The published baselines the benchmarks and examples/agent.py compare obsaug against.
+
+One copy of each re-implementation, written after the published code's behaviour
+(nothing is imported from the upstream projects), plus the timing and reporting
+helpers the benchmark scripts share:
+
+  DrQ-v2 (facebookresearch/drqv2)
+    RandomShiftsAug            drqv2.py's augmentation (replicate pad + grid_sample)
+    DrQv2Storage               replay_buffer.py's contents: a stacked obs per time step
+  DMControl-GB (nicklashansen/dmcontrol-generalization-benchmark)
+    view_as_windows_cuda, dmcgb_random_crop, dmcgb_random_shift
+                               src/augmentations.py's view_as_windows crop
+    dmcgb_random_shift_kornia  random_shift as F.pad replicate + kornia RandomCrop
+    DMCGB                      random_overlay over a Places DataLoader (+ the shift)
+    places_transform, photo_files, build_image_folder
+                               the ImageFolder it reads, made from data/photos
+    LazyFrames, DMCGBReplayBuffer
+                               src/utils.py's FrameStack LazyFrames and ReplayBuffer
+  Shared helpers
+    cuda_sync, measure         seconds per call (CUDA events on CUDA)
+    run_info, cpu_model, git_describe, loadavg_str, print_run_header
+                               the machine / load header of a run
+    md_row, md_rule, print_md_table, write_json
+                               markdown tables and the JSON file
+
+Used by benchmarks/bench_ops.py, bench_side_by_side.py, bench_replay.py and
+examples/agent.py (which puts this folder on sys.path). tests/python/test_nn.py
+keeps its own, independent copy of RandomShiftsAug on purpose.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PHOTO_EXT = (".jpg", ".jpeg", ".png")
+
+
+# --------------------------------------------------------------------------
+# DrQ-v2 (facebookresearch/drqv2)
+# --------------------------------------------------------------------------
+
+class RandomShiftsAug(nn.Module):
+    """DrQ-v2's RandomShiftsAug (drqv2.py), verbatim: replicate pad, a base grid
+    plus an integer shift drawn in 0..2*pad, grid_sample with zeros padding and
+    align_corners=False (float input; the agent calls self.aug(obs.float()))."""
+
+    def __init__(self, pad):
+        super().__init__()
+        self.pad = pad
+
+    def forward(self, x):
+        n, c, h, w = x.size()
+        assert h == w
+        padding = tuple([self.pad] * 4)
+        x = F.pad(x, padding, 'replicate')
+        eps = 1.0 / (h + 2 * self.pad)
+        arange = torch.linspace(-1.0 + eps,
+                                1.0 - eps,
+                                h + 2 * self.pad,
+                                device=x.device,
+                                dtype=x.dtype)[:h]
+        arange = arange.unsqueeze(0).repeat(h, 1).unsqueeze(2)
+        base_grid = torch.cat([arange, arange.transpose(1, 0)], dim=2)
+        base_grid = base_grid.unsqueeze(0).repeat(n, 1, 1, 1)
+
+        shift = torch.randint(0,
+                              2 * self.pad + 1,
+                              size=(n, 1, 1, 2),
+                              device=x.device,
+                              dtype=x.dtype)
+        shift *= 2.0 / (h + 2 * self.pad)
+
+        grid = base_grid + shift
+        return F.grid_sample(x,
+                             grid,
+                             padding_mode='zeros',
+                             align_corners=False)
+
+
+def tensor_bytes(*ts) -> int:
+    return sum(t.numel() * t.element_size() for t in ts)
+
+
+class DrQv2Storage:
+    """DrQ-v2's replay contents (replay_buffer.py + dmc.py FrameStackWrapper) in
+    preallocated torch tensors: every time step stores the *stacked* observation
+    [S*C, H, W] uint8 (plus action, reward, discount); obs = step t, next_obs =
+    step t+n, the n-step return summed at sample time (reward += disc * r;
+    disc *= discount * gamma). Index arithmetic over a ring of time steps (an
+    episode id per slot decides validity) replaces the episode .npz files and
+    the DataLoader workers; sampling is uniform over transitions (DrQ-v2 draws
+    an episode, then a step: equal when every episode has the same length)."""
+
+    def __init__(self, capacity, obs_shape, action_shape, n_step, gamma, seed):
+        self.capacity, self.n_step, self.gamma = capacity, n_step, gamma
+        self.obs = torch.empty((capacity, *obs_shape), dtype=torch.uint8)
+        self.action = torch.zeros((capacity, *action_shape), dtype=torch.float32)
+        self.reward = torch.zeros(capacity, dtype=torch.float32)
+        self.discount = torch.ones(capacity, dtype=torch.float32)
+        self.episode = torch.full((capacity,), -1, dtype=torch.int64)
+        # numpy views of the same memory for the per-step scalar writes
+        self._action = self.action.numpy()
+        self._reward = self.reward.numpy()
+        self._discount = self.discount.numpy()
+        self._episode = self.episode.numpy()
+        self.total = 0
+        self.ep = -1
+        self.gen = torch.Generator().manual_seed(seed)
+        self.offsets = torch.arange(1, n_step + 1)
+
+    # ReplayBufferStorage.add(time_step): one time step (obs stacked [S*C, H, W])
+    def add(self, obs, action, reward, discount, first):
+        i = self.total % self.capacity
+        if first:
+            self.ep += 1
+        self.obs[i].copy_(obs)
+        self._action[i] = action
+        self._reward[i] = reward
+        self._discount[i] = discount
+        self._episode[i] = self.ep
+        self.total += 1
+
+    def counted_bytes(self) -> float:
+        return tensor_bytes(self.obs, self.action, self.reward, self.discount,
+                            self.episode) / self.capacity
+
+    def _draw(self, batch: int) -> torch.Tensor:
+        size = min(self.total, self.capacity)
+        lo, hi = self.total - size, self.total - self.n_step  # obs step t in [lo, hi)
+        out = []
+        got = 0
+        while got < batch:
+            t = torch.randint(lo, hi, (2 * (batch - got) + 8,), generator=self.gen)
+            ok = self.episode[(t + self.n_step) % self.capacity] == self.episode[t % self.capacity]
+            t = t[ok][:batch - got]
+            out.append(t)
+            got += t.numel()
+        return torch.cat(out)
+
+    def sample(self, batch: int) -> Dict[str, torch.Tensor]:
+        t = self._draw(batch)
+        idx = t % self.capacity
+        steps = (t[:, None] + self.offsets) % self.capacity            # [B, n]
+        r = self.reward[steps]
+        dsc = self.discount[steps]
+        reward = torch.zeros(batch)
+        discount = torch.ones(batch)
+        for k in range(self.n_step):                                    # DrQ-v2's loop
+            reward += discount * r[:, k]
+            discount *= dsc[:, k] * self.gamma
+        return {"obs": self.obs.index_select(0, idx),
+                "action": self.action.index_select(0, steps[:, 0]),
+                "reward": reward, "discount": discount,
+                "next_obs": self.obs.index_select(0, steps[:, -1])}
+
+
+# --------------------------------------------------------------------------
+# DMControl-GB (nicklashansen/dmcontrol-generalization-benchmark):
+# src/augmentations.py
+# --------------------------------------------------------------------------
+
+# view_as_windows_cuda, random_crop and random_shift are verbatim apart from the
+# assertion that the input is a CUDA tensor (dropped so that the CPU column runs
+# too). Note their crop offsets are random_(0, crop_max), i.e. 0..7 for pad 4:
+# 8 of the 9 shifts (the CURL off-by-one); obsaug draws all 9.
+# (bench_ops.py's eager row; bench_side_by_side.py and examples/agent.py use
+# dmcgb_random_shift_kornia below.)
+def view_as_windows_cuda(x, window_shape):
+    """PyTorch CUDA-enabled implementation of view_as_windows"""
+    assert isinstance(window_shape, tuple) and len(window_shape) == len(x.shape), \
+        'window_shape must be a tuple with same number of dimensions as x'
+    slices = tuple(slice(None, None, st) for st in torch.ones(4).long())
+    win_indices_shape = [
+        x.size(0),
+        x.size(1) - int(window_shape[1]),
+        x.size(2) - int(window_shape[2]),
+        x.size(3),
+    ]
+    new_shape = tuple(list(win_indices_shape) + list(window_shape))
+    strides = tuple(list(x[slices].stride()) + list(x.stride()))
+    return x.as_strided(new_shape, strides)
+
+
+def dmcgb_random_crop(x, size=84, w1=None, h1=None):
+    """Vectorized CUDA implementation of random crop, imgs: (B,C,H,W), size: output size"""
+    n = x.shape[0]
+    img_size = x.shape[-1]
+    crop_max = img_size - size
+    if crop_max <= 0:
+        return x
+    x = x.permute(0, 2, 3, 1)
+    if w1 is None:
+        w1 = torch.LongTensor(n).random_(0, crop_max)
+        h1 = torch.LongTensor(n).random_(0, crop_max)
+    windows = view_as_windows_cuda(x, (1, size, size, 1))[..., 0, :, :, 0]
+    cropped = windows[torch.arange(n), w1, h1]
+    return cropped
+
+
+def dmcgb_random_shift(imgs, pad=4):
+    """Vectorized random shift, imgs: (B,C,H,W), pad: #pixels"""
+    _, _, h, w = imgs.shape
+    imgs = F.pad(imgs, (pad, pad, pad, pad), mode='replicate')
+    return dmcgb_random_crop(imgs, size=h)
+
+
+_random_crop = {}
+
+
+def dmcgb_random_shift_kornia(imgs, pad=4, reuse_crop=False):
+    """DMControl-GB's random_shift as bench_side_by_side.py and examples/agent.py
+    reproduce it: F.pad(imgs, (pad,)*4, mode='replicate') then kornia's
+    RandomCrop((h, w)), a new module per call, as published. reuse_crop=True
+    (examples/agent.py) builds the RandomCrop module once per (h, w) and reuses
+    it (the same draws; DMControl-GB builds it per call, which costs the same
+    order)."""
+    import kornia.augmentation
+    _, _, h, w = imgs.shape
+    imgs = F.pad(imgs, (pad, pad, pad, pad), mode='replicate')
+    if not reuse_crop:
+        return kornia.augmentation.RandomCrop((h, w))(imgs)
+    crop = _random_crop.get((h, w))
+    if crop is None:
+        crop = _random_crop[(h, w)] = kornia.augmentation.RandomCrop((h, w))
+    return crop(imgs)
+
+
+def places_transform(image_size: int, channels: int):
+    """DMControl-GB's Places transform: RandomResizedCrop(image_size),
+    RandomHorizontalFlip(), ToTensor(); Grayscale(1) before ToTensor for
+    1-channel (Atari) frames, an adaptation: upstream has RGB only."""
+    import torchvision.transforms as TF
+    t = [TF.RandomResizedCrop(image_size), TF.RandomHorizontalFlip()]
+    if channels == 1:  # Atari adaptation: upstream has RGB only
+        t.append(TF.Grayscale(1))
+    t.append(TF.ToTensor())
+    return TF.Compose(t)
+
+
+def photo_files(src: str) -> List[str]:
+    return sorted(os.path.join(src, f) for f in os.listdir(src)
+                  if f.lower().endswith(PHOTO_EXT) and os.path.isfile(os.path.join(src, f)))
+
+
+def build_image_folder(src: str, mode: str, min_items: int, prefix: str = "obsaug_sbs_") -> str:
+    """A temp ImageFolder root with one class folder, `photos`, of >= min_items
+    images (symlinks), standing in for DMControl-GB's Places365 folder.
+
+    mode 'places256': the photos of `src` re-encoded once at Places365-standard's
+    format (256x256 JPEG, quality 90, bicubic resize), the format the published
+    loader decodes per image; they sit in `_places256` under the root (so an
+    ImageFolder over the root also sees them as a second class). mode 'photos':
+    links to the original files. The class folder holds each image many times
+    so that an epoch lasts: like Places365's 1.8M images, no re-iteration (which
+    respawns non-persistent workers) happens inside timed calls. The caller
+    removes the root (shutil.rmtree)."""
+    files = photo_files(src)
+    if not files:
+        raise SystemExit(f"no photos in {src} (run scripts/fetch_photos.sh)")
+    root = tempfile.mkdtemp(prefix=prefix)
+    cls = os.path.join(root, "photos")
+    os.makedirs(cls)
+    if mode == "places256":
+        from PIL import Image
+        base_dir = os.path.join(root, "_places256")
+        os.makedirs(base_dir)
+        base = []
+        for i, f in enumerate(files):
+            with Image.open(f) as im:
+                p = os.path.join(base_dir, f"{i:03d}.jpg")
+                im.convert("RGB").resize((256, 256), Image.BICUBIC).save(p, "JPEG", quality=90)
+                base.append(p)
+    else:
+        base = [os.path.abspath(f) for f in files]
+    reps = max(1, math.ceil(min_items / len(base)))
+    for r in range(reps):
+        for i, f in enumerate(base):
+            ext = os.path.splitext(f)[1].lower()
+            os.symlink(f, os.path.join(cls, f"r{r:04d}_{i:03d}{ext}"))
+    return root
+
+
+class DMCGB:
+    """DMControl-GB's src/augmentations.py random_overlay (and random_shift),
+    re-implemented from its published behaviour. Its module globals become the
+    attributes of one object: `_load_places` builds torchvision
+    ImageFolder(places_transform) in a DataLoader(batch_size=B, shuffle=True,
+    num_workers (16 upstream), pin_memory=True) on the first call, with that
+    call's batch size; every call runs `_get_places_batch(B)` (next(iter),
+    re-iterating on StopIteration or a short batch) and `.cuda()` (here
+    .to(device)), then `imgs.repeat(1, x.size(1)//3, 1, 1)` (//channels here)
+    and `((1-alpha)*(x/255.) + alpha*imgs)*255.` with alpha 0.5: float 0..255 out.
+
+    pin_memory: default device.type == 'cuda' (examples/agent.py passes
+    torch.cuda.is_available()). class_dir: when set, only the images of that
+    class folder (examples/agent.py: 'photos'; empty classes allowed)."""
+
+    def __init__(self, root: str, device: torch.device, channels: int, num_workers: int,
+                 pin_memory: Optional[bool] = None, class_dir: Optional[str] = None):
+        self.root, self.device, self.channels = root, device, channels
+        self.num_workers = num_workers
+        self.pin_memory = device.type == "cuda" if pin_memory is None else pin_memory
+        self.class_dir = class_dir
+        self.places_dataloader = None
+        self.places_iter = None
+
+    def _dataset(self, image_size):
+        import torchvision.datasets as datasets
+        tf = places_transform(image_size, self.channels)
+        if self.class_dir is None:
+            return datasets.ImageFolder(self.root, tf)
+        keep = self.class_dir
+        return datasets.ImageFolder(
+            self.root, tf, allow_empty=True,
+            is_valid_file=lambda f: os.path.basename(os.path.dirname(f)) == keep)
+
+    def _load_places(self, batch_size=256, image_size=84):
+        self.places_dataloader = torch.utils.data.DataLoader(
+            self._dataset(image_size),
+            batch_size=batch_size, shuffle=True,
+            num_workers=self.num_workers, pin_memory=self.pin_memory)
+        self.places_iter = iter(self.places_dataloader)
+
+    def _get_places_batch(self, batch_size):
+        try:
+            imgs, _ = next(self.places_iter)
+            if imgs.size(0) < batch_size:
+                self.places_iter = iter(self.places_dataloader)
+                imgs, _ = next(self.places_iter)
+        except StopIteration:
+            self.places_iter = iter(self.places_dataloader)
+            imgs, _ = next(self.places_iter)
+        return imgs.to(self.device)   # upstream: imgs.cuda()
+
+    def random_overlay(self, x):
+        alpha = 0.5
+        if self.places_dataloader is None:
+            self._load_places(batch_size=x.size(0), image_size=x.size(-1))
+        imgs = self._get_places_batch(batch_size=x.size(0)).repeat(
+            1, x.size(1) // self.channels, 1, 1)
+        return ((1 - alpha) * (x / 255.) + (alpha) * imgs) * 255.
+
+    @staticmethod
+    def random_shift(imgs, pad=4):
+        return dmcgb_random_shift_kornia(imgs, pad)
+
+    def __call__(self, obs):
+        x = obs.float()                 # the replay buffer's float tensor
+        x = self.random_shift(x, 4)     # SVEA: shifted at sampling...
+        return self.random_overlay(x)   # ...then overlaid
+
+    def close(self):
+        it = self.places_iter
+        if it is not None and hasattr(it, "_shutdown_workers"):
+            it._shutdown_workers()
+        self.places_iter = self.places_dataloader = None
+
+
+# --------------------------------------------------------------------------
+# DMControl-GB: src/utils.py
+# --------------------------------------------------------------------------
+
+class LazyFrames:
+    """DMControl-GB src/utils.py LazyFrames (extremely_lazy=True, the default):
+    references to the S frame arrays of the FrameStack deque, so consecutive
+    observations share their frames; concatenated along channels whenever the
+    stack is read."""
+
+    def __init__(self, frames, extremely_lazy=True):
+        self._frames = frames
+        self._extremely_lazy = extremely_lazy
+        self._out = None
+
+    @property
+    def frames(self):
+        return self._frames
+
+    def _force(self):
+        if self._extremely_lazy:
+            return np.concatenate(self._frames, axis=0)
+        if self._out is None:
+            self._out = np.concatenate(self._frames, axis=0)
+            self._frames = None
+        return self._out
+
+    def __array__(self, dtype=None, copy=None):
+        out = self._force()
+        if dtype is not None:
+            out = out.astype(dtype)
+        return out
+
+    def __len__(self):
+        if self._extremely_lazy:
+            return len(self._frames)
+        return len(self._force())
+
+    def __getitem__(self, i):
+        return self._force()[i]
+
+
+class DMCGBReplayBuffer:
+    """DMControl-GB src/utils.py ReplayBuffer: (obs, next_obs) LazyFrames pairs in
+    a Python list, actions / rewards / not_dones arrays; sampling builds each
+    stack with np.concatenate, np.array over the batch, torch.as_tensor.
+    np.array(x, copy=False) of the original is np.asarray under numpy 2.
+
+    prefill=True: the list starts with `capacity` placeholder frames
+    np.ones((3, H, W)) (upstream's prefill_memory; examples/agent.py);
+    prefill=False: it starts empty and grows (bench_replay.py, whose RSS
+    measurement would otherwise count the placeholders).
+    seed=None: indices from the global np.random (as upstream; examples/agent.py);
+    else a np.random.RandomState(seed) (bench_replay.py)."""
+
+    def __init__(self, obs_shape, action_shape, capacity, batch_size, seed=None,
+                 prefill=False):
+        self.capacity = capacity
+        self.batch_size = batch_size
+        self._obses = []
+        if prefill:
+            _, h, w = obs_shape
+            self._obses = [np.ones((3, h, w), dtype=np.uint8) for _ in range(capacity)]
+        self.actions = np.empty((capacity, *action_shape), dtype=np.float32)
+        self.rewards = np.empty((capacity, 1), dtype=np.float32)
+        self.not_dones = np.empty((capacity, 1), dtype=np.float32)
+        self.idx = 0
+        self.full = False
+        self.rng = np.random if seed is None else np.random.RandomState(seed)
+
+    def add(self, obs, action, reward, next_obs, done):
+        obses = (obs, next_obs)
+        if self.idx >= len(self._obses):
+            self._obses.append(obses)
+        else:
+            self._obses[self.idx] = obses
+        np.copyto(self.actions[self.idx], action)
+        np.copyto(self.rewards[self.idx], reward)
+        np.copyto(self.not_dones[self.idx], not done)
+        self.idx = (self.idx + 1) % self.capacity
+        self.full = self.full or self.idx == 0
+
+    def _get_idxs(self, n=None):
+        if n is None:
+            n = self.batch_size
+        return self.rng.randint(0, self.capacity if self.full else self.idx, size=n)
+
+    def _encode_obses(self, idxs):
+        obses, next_obses = [], []
+        for i in idxs:
+            obs, next_obs = self._obses[i]
+            obses.append(np.asarray(obs))          # np.array(obs, copy=False) in numpy 1
+            next_obses.append(np.asarray(next_obs))
+        return np.array(obses), np.array(next_obses)
+
+    def sample(self, n=None):
+        """uint8 on the CPU: the .cuda().float() of the original is left out."""
+        idxs = self._get_idxs(n)
+        obs, next_obs = self._encode_obses(idxs)
+        obs = torch.as_tensor(obs)                 # .cuda().float() in the original
+        next_obs = torch.as_tensor(next_obs)
+        actions = torch.as_tensor(self.actions[idxs])
+        rewards = torch.as_tensor(self.rewards[idxs])
+        not_dones = torch.as_tensor(self.not_dones[idxs])
+        return obs, actions, rewards, next_obs, not_dones
+
+    def sample_drq(self, n=None, pad=4, reuse_crop=False):
+        """float 0..255 on the CPU (.cuda() in DMControl-GB), obs and next_obs
+        random-shifted (dmcgb_random_shift_kornia)."""
+        idxs = self._get_idxs(n)
+        obs, next_obs = self._encode_obses(idxs)
+        obs = torch.as_tensor(obs).float()               # .cuda() in DMControl-GB
+        next_obs = torch.as_tensor(next_obs).float()
+        actions = torch.as_tensor(self.actions[idxs])
+        rewards = torch.as_tensor(self.rewards[idxs])
+        not_dones = torch.as_tensor(self.not_dones[idxs])
+        obs = dmcgb_random_shift_kornia(obs, pad, reuse_crop)
+        next_obs = dmcgb_random_shift_kornia(next_obs, pad, reuse_crop)
+        return obs, actions, rewards, next_obs, not_dones
+
+
+# --------------------------------------------------------------------------
+# Timing
+# --------------------------------------------------------------------------
+
+def cuda_sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(fn: Callable[[], object], iters: int, device: torch.device) -> float:
+    """Seconds per call, averaged over `iters` back-to-back calls (CUDA: CUDA
+    events on the current stream)."""
+    if device.type == "cuda":
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(device)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / iters
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    return (time.perf_counter() - t0) / iters
+
+
+# --------------------------------------------------------------------------
+# Reporting: the run's header, markdown tables, JSON
+# --------------------------------------------------------------------------
+
+def run_info() -> Dict:
+    """The first keys of every benchmark's environment record."""
+    return {
+        "command": " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv),
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "host": platform.node(), "python": platform.python_version(),
+    }
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
+    except OSError:
+        return platform.processor()
+
+
+def git_describe(root: str = ROOT) -> Optional[str]:
+    try:
+        return subprocess.run(["git", "-C", root, "describe", "--always", "--dirty"],
+                              capture_output=True, text=True, timeout=10).stdout.strip() or None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def loadavg_str(load: Sequence[float]) -> str:
+    return " ".join(f"{v:.2f}" for v in load)
+
+
+def print_run_header(env: Dict, extra: str = "") -> None:
+    print(f"command: {env['command']}")
+    print(f"date: {env['date']}  host: {env['host']}  git: {env['git']}{extra}")
+
+
+def md_row(cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def md_rule(align: str) -> str:
+    """'l' / 'r' per column: |---| or |---:|."""
+    return "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"
+
+
+def print_md_table(header, align: str, rows) -> None:
+    print(md_row(header))
+    print(md_rule(align))
+    for r in rows:
+        print(md_row(r))
+
+
+def write_json(path: str, obj) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=1)
+    print(f"wrote {path}")
