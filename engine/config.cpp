@@ -568,27 +568,61 @@ void Loader::load_output(const YAML::Node& node, OutputConfig* output) const {
   }
 }
 
+// Document markers ("---" / "..." at the start of a line) that would start a
+// second YAML document. Counted by hand: yaml-cpp 0.7's LoadAll can loop
+// forever on some malformed input (e.g. ",{"; fixed upstream in 0.8, found by
+// tests/fuzz/fuzz_config), so the config is parsed with Load, which reads one
+// document, and a second one is refused here.
+size_t yaml_documents(const std::string& text) {
+  size_t documents = 0;
+  bool content = false;  // the current document has content
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(pos, end - pos);
+    const auto marker = [&](const char* m) {
+      return line.compare(0, 3, m) == 0 && (line.size() == 3 || line[3] == ' ' ||
+                                            line[3] == '\t' || line[3] == '\r');
+    };
+    if (marker("---")) {
+      ++documents;
+      content = false;
+    } else if (marker("...")) {
+      content = false;
+    } else {
+      const size_t first = line.find_first_not_of(" \t\r");
+      if (first != std::string::npos && line[first] != '#') {
+        if (!content && documents == 0) documents = 1;
+        content = true;
+      }
+    }
+    pos = end + 1;
+  }
+  return documents;
+}
+
 Config load_text(const std::string& text, const std::string& origin,
                  std::vector<fs::path> fallback_dirs) {
-  std::vector<YAML::Node> documents;
+  const size_t count = yaml_documents(text);
+  if (count > 1)
+    throw ConfigError(origin, "",
+                      "holds " + std::to_string(count) + " YAML documents; a config is one document");
+  YAML::Node document;
   try {
-    documents = YAML::LoadAll(text);
+    document = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(origin, "",
                       "invalid YAML at line " + std::to_string(e.mark.line + 1) + ", column " +
                           std::to_string(e.mark.column + 1) + ": " + e.msg);
   }
-  if (documents.size() > 1)
-    throw ConfigError(
-        origin, "",
-        "holds " + std::to_string(documents.size()) + " YAML documents; a config is one document");
   const size_t first = text.find_first_not_of(" \t\r\n");
   const bool multi_line =
       first != std::string::npos && text.find('\n', first) != std::string::npos &&
       text.find_first_not_of(" \t\r\n", text.find('\n', first)) != std::string::npos;
   Loader loader(origin, multi_line, std::move(fallback_dirs));
   try {
-    return loader.load(documents.empty() ? YAML::Node() : documents[0]);
+    return loader.load(document);
   } catch (const YAML::Exception& e) {  // should not happen: every access is checked
     throw ConfigError(origin, "", std::string("YAML error: ") + e.what());
   }

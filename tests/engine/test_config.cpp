@@ -110,6 +110,22 @@ TEST_F(ConfigText, EmptyTextFails) {
   expect("[1, 2]", "", {"expected a mapping", "got a list"});
 }
 
+// yaml-cpp 0.7's LoadAll loops forever on these (found by tests/fuzz/fuzz_config);
+// the loader must answer with an error at once.
+TEST_F(ConfigText, MalformedFlowIndicatorsFailInsteadOfHanging) {
+  for (const char* text : {",{", ",a{", "seed: 1\n,# {x}\n"}) {
+    SCOPED_TRACE(text);
+    EXPECT_THROW(load(text), ConfigError);
+  }
+}
+
+TEST_F(ConfigText, SecondDocumentIsRefused) {
+  expect("seed: 1\n---\nseed: 2\n", "", {"2 YAML documents"});
+  expect("---\nseed: 1\n---\nseed: 2\n", "", {"2 YAML documents"});
+  EXPECT_EQ(load("---\nseed: 3\n...\n").seed, 3u);
+  EXPECT_EQ(load("# comment\n---\nseed: 4\n").seed, 4u);
+}
+
 TEST_F(ConfigText, InvalidYamlNamesLineAndColumn) {
   expect("seed: 1\nframes: {stack: 3\n", "", {"<test>: invalid YAML at line"});
 }
