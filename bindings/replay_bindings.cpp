@@ -75,9 +75,9 @@ void bind_replay(py::module& m) {
              return ReplayBuffer(std::move(o));
            }),
            py::arg("capacity"), py::arg("frame_shape"), py::arg("frame_stack"),
-           py::arg("action_shape"), py::arg("action_dtype"), py::arg("device"),
-           py::arg("n_step"), py::arg("gamma"), py::arg("prioritized"), py::arg("alpha"),
-           py::arg("beta"), py::arg("seed"))
+           py::arg("action_shape"), py::arg("action_dtype"), py::arg("device"), py::arg("n_step"),
+           py::arg("gamma"), py::arg("prioritized"), py::arg("alpha"), py::arg("beta"),
+           py::arg("seed"))
       .def("add_first", &ReplayBuffer::add_first, py::arg("frames"), py::arg("envs"),
            py::call_guard<py::gil_scoped_release>())
       .def("add",
@@ -109,7 +109,8 @@ void bind_replay(py::module& m) {
                 dir, device ? std::optional<c10::Device>(c10::Device(*device)) : std::nullopt);
           },
           py::arg("dir"), py::arg("device") = py::none())
-      .def_property_readonly("capacity", [](const ReplayBuffer& rb) { return rb.options().capacity; })
+      .def_property_readonly("capacity",
+                             [](const ReplayBuffer& rb) { return rb.options().capacity; })
       .def_property_readonly("frame_shape",
                              [](const ReplayBuffer& rb) { return rb.options().frame_shape; })
       .def_property_readonly("frame_stack",

@@ -582,8 +582,8 @@ size_t yaml_documents(const std::string& text) {
     if (end == std::string::npos) end = text.size();
     const std::string line = text.substr(pos, end - pos);
     const auto marker = [&](const char* m) {
-      return line.compare(0, 3, m) == 0 && (line.size() == 3 || line[3] == ' ' ||
-                                            line[3] == '\t' || line[3] == '\r');
+      return line.compare(0, 3, m) == 0 &&
+             (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
     };
     if (marker("---")) {
       ++documents;
@@ -606,8 +606,8 @@ Config load_text(const std::string& text, const std::string& origin,
                  std::vector<fs::path> fallback_dirs) {
   const size_t count = yaml_documents(text);
   if (count > 1)
-    throw ConfigError(origin, "",
-                      "holds " + std::to_string(count) + " YAML documents; a config is one document");
+    throw ConfigError(
+        origin, "", "holds " + std::to_string(count) + " YAML documents; a config is one document");
   YAML::Node document;
   try {
     document = YAML::Load(text);

@@ -206,14 +206,14 @@ struct Engine::Impl {
       throw std::invalid_argument(where + "storage must be frames [N, " +
                                   std::to_string(f.channels) + ", " + std::to_string(f.height) +
                                   ", " + std::to_string(f.width) +
-                                  "] (frames.channels, height, width), got " +
-                                  shape_text(storage));
+                                  "] (frames.channels, height, width), got " + shape_text(storage));
     }
     check_device(storage, where);
   }
 
   void check_device(const at::Tensor& t, const std::string& where) const {
-    if (t.device() != device && !(device.is_cuda() && !device.has_index() && t.device().is_cuda())) {
+    if (t.device() != device &&
+        !(device.is_cuda() && !device.has_index() && t.device().is_cuda())) {
       throw std::invalid_argument(where + "tensors must be on " + device.str() +
                                   " (the config's device), got " + t.device().str());
     }

@@ -102,8 +102,7 @@ class Engine {
   // check_indices = false skips the range check (one sync on CUDA) for
   // callers that made the indices themselves (the replay buffer).
   at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
-                            std::optional<uint64_t> step = std::nullopt,
-                            bool check_indices = true);
+                            std::optional<uint64_t> step = std::nullopt, bool check_indices = true);
 
   // Takes `count` consecutive steps from the counter; returns the first.
   uint64_t reserve_steps(uint64_t count);

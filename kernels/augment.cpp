@@ -257,10 +257,9 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                           uint64_t seed, uint64_t step, const OutputOptions& output,
                           bool check_indices) {
   TORCH_CHECK_VALUE(storage.defined(), "storage must be a tensor [N, C, H, W], got None");
-  TORCH_CHECK_TYPE(
-      (storage.scalar_type() == at::kByte || storage.scalar_type() == at::kFloat) &&
-          storage.dim() == 4,
-      "storage must be uint8 or float32 frames [N, C, H, W], got ", describe(storage));
+  TORCH_CHECK_TYPE((storage.scalar_type() == at::kByte || storage.scalar_type() == at::kFloat) &&
+                       storage.dim() == 4,
+                   "storage must be uint8 or float32 frames [N, C, H, W], got ", describe(storage));
   TORCH_CHECK_VALUE(storage.device().is_cpu() || storage.device().is_cuda(),
                     "storage must be on cpu or cuda, got ", storage.device());
   if (check_indices) {
@@ -278,18 +277,18 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                       "the pipeline overlays distractors but pool is None; pass a uint8 "
                       "[P, C, H, W] pool");
     prepared.pool = pool->contiguous();
-    TORCH_CHECK_VALUE(prepared.pool->dim() != 4 || prepared.pool->size(1) == channels,
-                      "pool has ", prepared.pool->size(1), " channels but storage frames have ",
-                      channels, "; they must match");
+    TORCH_CHECK_VALUE(prepared.pool->dim() != 4 || prepared.pool->size(1) == channels, "pool has ",
+                      prepared.pool->size(1), " channels but storage frames have ", channels,
+                      "; they must match");
   }
   FrameGeometry g = geometry_of(channels, storage.size(2), storage.size(3), storage.device(),
                                 prepared.pool ? &*prepared.pool : nullptr);
   g.frame_channels = channels;
   prepared.desc = resolve_pipeline(pipeline, g, seed, step);
   const at::ScalarType dtype = output_dtype(storage, output);
-  at::Tensor out = at::empty({indices.size(0), indices.size(1) * channels, prepared.desc.out_h,
-                              prepared.desc.out_w},
-                             storage.options().dtype(dtype));
+  at::Tensor out = at::empty(
+      {indices.size(0), indices.size(1) * channels, prepared.desc.out_h, prepared.desc.out_w},
+      storage.options().dtype(dtype));
   if (out.numel() == 0) return out;
   const at::Tensor source = storage.contiguous();
   dispatch(prepared.desc, source, out, prepared.pool ? &*prepared.pool : nullptr, output, &index);

@@ -72,7 +72,7 @@ class CheckpointReader {
   // Throws unless `n` more bytes (plus the checksum) are in the file.
   void expect(uint64_t n, const char* what) const;
   void check_so_far(const char* what);  // reads and checks a checksum_so_far()
-  void finish();  // checksum matches, nothing trails it
+  void finish();                        // checksum matches, nothing trails it
 
   [[noreturn]] void corrupt(const std::string& what) const;
   const std::string& path() const { return path_; }

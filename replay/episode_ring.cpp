@@ -18,7 +18,8 @@ EpisodeRing::EpisodeRing(int64_t capacity, int32_t stack, int32_t n_step, double
   if (capacity < 1) {
     throw std::invalid_argument("capacity must be >= 1 frame, got " + std::to_string(capacity));
   }
-  if (stack < 1) throw std::invalid_argument("frame_stack must be >= 1, got " + std::to_string(stack));
+  if (stack < 1)
+    throw std::invalid_argument("frame_stack must be >= 1, got " + std::to_string(stack));
   if (n_step < 1) throw std::invalid_argument("n_step must be >= 1, got " + std::to_string(n_step));
   if (!(gamma >= 0.0 && gamma <= 1.0)) {
     throw std::invalid_argument("gamma must be in [0, 1], got " + std::to_string(gamma));

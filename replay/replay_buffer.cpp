@@ -5,6 +5,7 @@
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/zeros.h>
 #include <c10/util/irange.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,8 +14,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <unordered_set>
-
-#include <unistd.h>
 
 #include "kernels/augment.h"
 #include "kernels/philox.h"
@@ -57,18 +56,17 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 }
 
 Philox4 replay_draw(uint64_t seed, uint64_t call, uint32_t b, uint32_t attempt) {
-  return philox4x32_10(
-      Philox4{{static_cast<uint32_t>(call), static_cast<uint32_t>(call >> 32), b,
-               kReplayTag | attempt}},
-      static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  return philox4x32_10(Philox4{{static_cast<uint32_t>(call), static_cast<uint32_t>(call >> 32), b,
+                                kReplayTag | attempt}},
+                       static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 
 ReplayOptions checked(ReplayOptions o) {
   if (o.capacity < 1) bad("__init__", "capacity must be >= 1, got " + std::to_string(o.capacity));
   if (o.frame_shape.size() != 3 || o.frame_shape[0] < 1 || o.frame_shape[1] < 1 ||
       o.frame_shape[2] < 1) {
-    bad("__init__", "frame_shape must be (C, H, W) with positive sizes, got " +
-                        shape_text(o.frame_shape));
+    bad("__init__",
+        "frame_shape must be (C, H, W) with positive sizes, got " + shape_text(o.frame_shape));
   }
   if (o.frame_stack < 1 || o.frame_stack > 64) {
     bad("__init__", "frame_stack must be in [1, 64], got " + std::to_string(o.frame_stack));
@@ -87,18 +85,19 @@ ReplayOptions checked(ReplayOptions o) {
   }
   if (o.action_shape.size() > 8) bad("__init__", "action_shape has more than 8 dimensions");
   for (int64_t d : o.action_shape) {
-    if (d < 1) bad("__init__", "action_shape sizes must be positive, got " + shape_text(o.action_shape));
+    if (d < 1)
+      bad("__init__", "action_shape sizes must be positive, got " + shape_text(o.action_shape));
   }
   const at::ScalarType t = o.action_dtype;
-  if (!(t == at::kFloat || t == at::kDouble || t == at::kLong || t == at::kInt ||
-        t == at::kByte || t == at::kHalf || t == at::kBFloat16)) {
-    bad("__init__", std::string("action_dtype must be a float or integer dtype, got ") +
-                        c10::toString(t));
+  if (!(t == at::kFloat || t == at::kDouble || t == at::kLong || t == at::kInt || t == at::kByte ||
+        t == at::kHalf || t == at::kBFloat16)) {
+    bad("__init__",
+        std::string("action_dtype must be a float or integer dtype, got ") + c10::toString(t));
   }
   const bool huge_frame =
       o.frame_shape[0] > (1 << 16) || o.frame_shape[1] > (1 << 16) || o.frame_shape[2] > (1 << 16);
-  if (huge_frame || o.capacity > (int64_t{1} << 62) / (o.frame_shape[0] * o.frame_shape[1] *
-                                                          o.frame_shape[2])) {
+  if (huge_frame ||
+      o.capacity > (int64_t{1} << 62) / (o.frame_shape[0] * o.frame_shape[1] * o.frame_shape[2])) {
     bad("__init__", "capacity x frame_shape " + std::to_string(o.capacity) + " x " +
                         shape_text(o.frame_shape) + " is too large to store");
   }
@@ -129,16 +128,17 @@ struct ReplayBuffer::Impl {
     // Everything is allocated up front; a buffer too large for this machine
     // is refused with its size rather than a bare bad_alloc (or the OOM killer).
     const double frame_mib = static_cast<double>(o.capacity) * frame_bytes() / (1 << 20);
-    const double host_mib =
-        static_cast<double>(o.capacity) *
-        (kHostBytesPerSlot + (o.prioritized ? 16 : 0) + action_bytes()) / (1 << 20);
+    const double host_mib = static_cast<double>(o.capacity) *
+                            (kHostBytesPerSlot + (o.prioritized ? 16 : 0) + action_bytes()) /
+                            (1 << 20);
     const double on_host_mib = host_mib + (o.device.is_cpu() ? frame_mib : 0.0);
     const double ram_mib = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
                            static_cast<double>(sysconf(_SC_PAGE_SIZE)) / (1 << 20);
     const auto too_large = [&](const std::string& why) {
       bad("__init__", "capacity " + std::to_string(o.capacity) + " needs " +
                           std::to_string(static_cast<int64_t>(frame_mib)) + " MiB of frames on " +
-                          o.device.str() + " and " + std::to_string(static_cast<int64_t>(host_mib)) +
+                          o.device.str() + " and " +
+                          std::to_string(static_cast<int64_t>(host_mib)) +
                           " MiB of host metadata: " + why);
     };
     if (ram_mib > 0 && on_host_mib > ram_mib) {
@@ -175,9 +175,7 @@ struct ReplayBuffer::Impl {
     return n;
   }
 
-  int64_t frame_bytes() const {
-    return o.frame_shape[0] * o.frame_shape[1] * o.frame_shape[2];
-  }
+  int64_t frame_bytes() const { return o.frame_shape[0] * o.frame_shape[1] * o.frame_shape[2]; }
 
   // --- adding --------------------------------------------------------------
 
@@ -271,8 +269,8 @@ struct ReplayBuffer::Impl {
     at::Tensor a = action.to(at::kCPU).to(o.action_dtype).reshape(rows).contiguous();
     if (!want_float && got != o.action_dtype &&
         !a.to(got).equal(action.to(at::kCPU).reshape(a.sizes()))) {
-      bad(where, std::string("action values do not fit action_dtype ") +
-                     c10::toString(o.action_dtype));
+      bad(where,
+          std::string("action values do not fit action_dtype ") + c10::toString(o.action_dtype));
     }
     return a;
   }
@@ -286,7 +284,8 @@ struct ReplayBuffer::Impl {
       const int64_t bytes = frame_bytes();
       uint8_t* dst = frames.data_ptr<uint8_t>();
       for (size_t i = 0; i < slots.size(); ++i) {
-        std::memcpy(dst + slots[i] * bytes, src.data_ptr<uint8_t>() + static_cast<int64_t>(i) * bytes,
+        std::memcpy(dst + slots[i] * bytes,
+                    src.data_ptr<uint8_t>() + static_cast<int64_t>(i) * bytes,
                     static_cast<size_t>(bytes));
       }
     } else {
@@ -346,8 +345,8 @@ struct ReplayBuffer::Impl {
     }
     if (weight_device.defined() && !slots.empty()) {
       const auto cpu = at::TensorOptions().device(at::kCPU);
-      at::Tensor index = at::from_blob(slots.data(), {static_cast<int64_t>(slots.size())},
-                                       cpu.dtype(at::kLong));
+      at::Tensor index =
+          at::from_blob(slots.data(), {static_cast<int64_t>(slots.size())}, cpu.dtype(at::kLong));
       at::Tensor value = at::from_blob(values.data(), {static_cast<int64_t>(values.size())},
                                        cpu.dtype(at::kDouble));
       weight_device.index_copy_(0, index.to(o.device), value.to(o.device));
@@ -418,8 +417,9 @@ struct ReplayBuffer::Impl {
 #endif
     }
     if (!(smallest < std::numeric_limits<double>::infinity())) {
-      bad("sample", "every valid transition has priority 0, so none can be drawn; give some "
-                    "a positive priority with update_priorities");
+      bad("sample",
+          "every valid transition has priority 0, so none can be drawn; give some "
+          "a positive priority with update_priorities");
     }
     weights->resize(static_cast<size_t>(batch));
     for (int64_t b = 0; b < batch; ++b) {
@@ -442,7 +442,8 @@ struct ReplayBuffer::Impl {
   }
 };
 
-ReplayBuffer::ReplayBuffer(ReplayOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+ReplayBuffer::ReplayBuffer(ReplayOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
 ReplayBuffer::~ReplayBuffer() = default;
 ReplayBuffer::ReplayBuffer(ReplayBuffer&&) noexcept = default;
 ReplayBuffer& ReplayBuffer::operator=(ReplayBuffer&&) noexcept = default;
@@ -504,8 +505,8 @@ ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
             " frames stored, and a transition needs its next frame" +
             (d.o.n_step > 1 ? " and n_step frames of future or an episode end" : "") + ")";
     }
-    bad("sample", "batch size " + std::to_string(batch) + " exceeds the " +
-                      std::to_string(valid) + " valid transitions stored" + why);
+    bad("sample", "batch size " + std::to_string(batch) + " exceeds the " + std::to_string(valid) +
+                      " valid transitions stored" + why);
   }
   const double b_exp = beta.value_or(d.o.beta);
   if (!(b_exp >= 0.0 && std::isfinite(b_exp))) {
@@ -547,7 +548,8 @@ ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
   out.discount = discount.to(d.o.device);
   out.indices = indices.to(d.o.device);
   if (d.o.prioritized) {
-    out.weights = at::from_blob(weights.data(), {batch}, cpu.dtype(at::kFloat)).clone().to(d.o.device);
+    out.weights =
+        at::from_blob(weights.data(), {batch}, cpu.dtype(at::kFloat)).clone().to(d.o.device);
   }
   ++d.calls;
   return out;
@@ -580,8 +582,8 @@ void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor
                               " is not a stored slot [0, " + std::to_string(d.ring.size()) + ")");
     }
     if (!std::isfinite(pp[i]) || pp[i] < 0) {
-      bad("update_priorities", "priorities must be finite and >= 0, got " +
-                                   std::to_string(pp[i]) + " at position " + std::to_string(i));
+      bad("update_priorities", "priorities must be finite and >= 0, got " + std::to_string(pp[i]) +
+                                   " at position " + std::to_string(i));
     }
   }
   std::vector<int64_t> touched(ip, ip + k);
@@ -664,8 +666,8 @@ ReplayBuffer ReplayBuffer::load(const std::string& dir, std::optional<c10::Devic
   for (int64_t& s : o.action_shape) s = r.value<int64_t>();
   const std::string dtype = r.text(32);
   bool known = false;
-  for (at::ScalarType t : {at::kFloat, at::kDouble, at::kLong, at::kInt, at::kByte, at::kHalf,
-                           at::kBFloat16}) {
+  for (at::ScalarType t :
+       {at::kFloat, at::kDouble, at::kLong, at::kInt, at::kByte, at::kHalf, at::kBFloat16}) {
     if (dtype == c10::toString(t)) {
       o.action_dtype = t;
       known = true;

@@ -24,10 +24,10 @@
 namespace obsaug {
 
 struct ReplayOptions {
-  int64_t capacity = 100000;                 // frames stored
+  int64_t capacity = 100000;                    // frames stored
   std::vector<int64_t> frame_shape{3, 84, 84};  // C, H, W
-  int32_t frame_stack = 3;                    // S
-  std::vector<int64_t> action_shape;          // empty: a scalar action
+  int32_t frame_stack = 3;                      // S
+  std::vector<int64_t> action_shape;            // empty: a scalar action
   at::ScalarType action_dtype = at::kFloat;
   c10::Device device{c10::kCPU};
   int32_t n_step = 1;

@@ -251,10 +251,10 @@ class Progress {
       last_tenth_ = tenth;
       double secs = seconds(now);
       const double window = secs - last_secs_;
-      std::fprintf(stderr, "bench: %3d%%  %s samples  %.1f s  %s samples/s (last 10%%: %s/s)  rss %s\n",
-                   tenth * 10, si(done).c_str(), secs, si(secs > 0 ? done / secs : 0).c_str(),
-                   si(window > 0 ? (done - last_done_) / window : 0).c_str(),
-                   mib(resident_bytes()).c_str());
+      std::fprintf(
+          stderr, "bench: %3d%%  %s samples  %.1f s  %s samples/s (last 10%%: %s/s)  rss %s\n",
+          tenth * 10, si(done).c_str(), secs, si(secs > 0 ? done / secs : 0).c_str(),
+          si(window > 0 ? (done - last_done_) / window : 0).c_str(), mib(resident_bytes()).c_str());
       last_secs_ = secs;
       last_done_ = done;
     }
@@ -310,7 +310,8 @@ int bench_replay(Engine& engine, const Config& config, int64_t batch, int64_t sa
   const double fill_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_fill).count();
   std::printf("replay:    %" PRId64 " frames [%" PRId64 ", %" PRId64 ", %" PRId64
-              "] filled in %.1f s (%s), %" PRId64 " valid transitions; per call: add 1 step, "
+              "] filled in %.1f s (%s), %" PRId64
+              " valid transitions; per call: add 1 step, "
               "sample %" PRId64 " with obs and next_obs augmented\n",
               capacity, f.channels, f.height, f.width, fill_s, mib(rb.storage().nbytes()).c_str(),
               rb.num_valid(), batch);
@@ -332,7 +333,8 @@ int bench_replay(Engine& engine, const Config& config, int64_t batch, int64_t sa
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const EngineStats st = engine.stats();
   std::printf("samples:   %" PRId64 " transitions (obs + next_obs each) in %" PRIu64
-              " engine calls\n", done, st.calls);
+              " engine calls\n",
+              done, st.calls);
   std::printf("seconds:   %.3f\n", secs);
   std::printf("samples/s: %.0f (%s/s)\n", done / secs, si(done / secs).c_str());
   if (st.has_pool) {
@@ -349,9 +351,9 @@ int bench_replay(Engine& engine, const Config& config, int64_t batch, int64_t sa
 }
 
 int cmd_bench(int argc, char** argv) {
-  Args args = parse_args("bench", argc, argv, 2,
-                         {"config", "batch", "samples", "threads", "replay"},
-                         {"inplace", "out-of-place"});
+  Args args =
+      parse_args("bench", argc, argv, 2, {"config", "batch", "samples", "threads", "replay"},
+                 {"inplace", "out-of-place"});
   if (args.has("help")) {
     std::fputs(kUsage, stdout);
     return 0;

@@ -222,17 +222,18 @@ TEST(HostileGeometry, ResolveRejectsImpossibleFrames) {
         error_of<c10::ValueError>([&] { resolve_pipeline({OpSpec::shift(pad)}, g, 0, 0); }),
         {"pad must be in 0..1048576"});
   }
-  expect_mentions(
-      error_of<c10::ValueError>([&] { resolve_pipeline(Pipeline(kMaxOps + 1, OpSpec::shift(1)), g, 0, 0); }),
-      {"at most 8 ops"});
+  expect_mentions(error_of<c10::ValueError>(
+                      [&] { resolve_pipeline(Pipeline(kMaxOps + 1, OpSpec::shift(1)), g, 0, 0); }),
+                  {"at most 8 ops"});
   for (int64_t k : {int64_t{-1}, int64_t{65536}, int64_t{1} << 40}) {
     expect_mentions(error_of<c10::ValueError>(
                         [&] { resolve_pipeline({OpSpec::shift(1).at_index(k)}, g, 0, 0); }),
                     {"index must be in 0..65535"});
   }
   // Text form: integers that do not fit int64.
-  expect_mentions(error_of<c10::ValueError>([&] { parse_pipeline("op=shift,pad=99999999999999999999"); }),
-                  {"pad", "integer"});
+  expect_mentions(
+      error_of<c10::ValueError>([&] { parse_pipeline("op=shift,pad=99999999999999999999"); }),
+      {"pad", "integer"});
   // Parses (the text form knows no frame), then is refused against one.
   const Pipeline wraps = parse_pipeline("op=crop,size=4294967297x4");
   expect_mentions(error_of<c10::ValueError>([&] { resolve_pipeline(wraps, g, 0, 0); }),
@@ -250,22 +251,23 @@ TEST(HostileGeometry, HugeExpandedObsIsRefusedBeforeAnyCopy) {
   expect_mentions(error_of<c10::ValueError>([&] { ops::crop(tall, 0, 0, 1, 1); }),
                   {"2147483648x1"});
   expect_mentions(error_of<c10::ValueError>([&] {
-                    ops::augment(one.expand({1, 1, int64_t{1} << 40, int64_t{1} << 20}), std::nullopt,
-                                 {}, 0, 0);
+                    ops::augment(one.expand({1, 1, int64_t{1} << 40, int64_t{1} << 20}),
+                                 std::nullopt, {}, 0, 0);
                   }),
                   {"obs frames"});
   // In place on a 6.4 GB view of one byte: refused on its strides, no copy.
   at::Tensor big = one.expand({1, 3, 46341, 46341});
-  expect_mentions(error_of<c10::ValueError>([&] { ops::augment_(big, std::nullopt, {OpSpec::shift(4)}, 0, 0); }),
+  expect_mentions(error_of<c10::ValueError>(
+                      [&] { ops::augment_(big, std::nullopt, {OpSpec::shift(4)}, 0, 0); }),
                   {"in-place", "share memory"});
   EXPECT_EQ(one.item<uint8_t>(), 0);
   // gather_augment: a [1, 1, 2^31, 1] storage view is refused on its shape.
   const at::Tensor idx = at::zeros({2, 3}, at::kLong);
-  expect_mentions(error_of<c10::ValueError>([&] {
-                    ops::gather_augment(one.expand({1, 1, int64_t{1} << 31, 1}), idx, std::nullopt,
-                                        {}, 0, 0);
-                  }),
-                  {"2147483648x1"});
+  expect_mentions(
+      error_of<c10::ValueError>([&] {
+        ops::gather_augment(one.expand({1, 1, int64_t{1} << 31, 1}), idx, std::nullopt, {}, 0, 0);
+      }),
+      {"2147483648x1"});
 }
 
 TEST(HostileGeometry, TinyFramesAndPadsLargerThanTheFrame) {
@@ -303,10 +305,11 @@ TEST(HostileGeometry, TinyFramesAndPadsLargerThanTheFrame) {
 TEST(HostileGeometry, CropToTheWholeFrameAndToOnePixel) {
   const at::Tensor obs = random_u8({2, 3, 5, 7}, 9);
   EXPECT_TRUE(same(ops::crop(obs, 1, 2, 5, 7), obs));
-  EXPECT_TRUE(same(ops::crop(obs, 1, 2, 1, 1), reference(obs, std::nullopt, {OpSpec::crop(1, 1)}, 1, 2)));
+  EXPECT_TRUE(
+      same(ops::crop(obs, 1, 2, 1, 1), reference(obs, std::nullopt, {OpSpec::crop(1, 1)}, 1, 2)));
   EXPECT_TRUE(same(ops::crop(obs, 1, 2, 1, 1, true),
-                   obs.index({at::indexing::Slice(), at::indexing::Slice(), at::indexing::Slice(2, 3),
-                              at::indexing::Slice(3, 4)})));
+                   obs.index({at::indexing::Slice(), at::indexing::Slice(),
+                              at::indexing::Slice(2, 3), at::indexing::Slice(3, 4)})));
 }
 
 // ---------------------------------------------------------------- empty tensors
@@ -320,8 +323,7 @@ TEST(HostileEmpty, ZeroBatchOrChannelsGiveEmptyResults) {
       const at::Tensor obs = at::zeros(shape, dtype);
       SCOPED_TRACE(obs.sizes());
       EXPECT_EQ(ops::shift(obs, 0, 0).sizes(), obs.sizes());
-      EXPECT_EQ(ops::crop(obs, 0, 0, 3, 4).sizes(),
-                (at::IntArrayRef{shape[0], shape[1], 3, 4}));
+      EXPECT_EQ(ops::crop(obs, 0, 0, 3, 4).sizes(), (at::IntArrayRef{shape[0], shape[1], 3, 4}));
       EXPECT_EQ(ops::overlay(obs, pool, 0, 0).sizes(), obs.sizes());
       const at::Tensor out = ops::augment(obs, pool, {OpSpec::shift(3), OpSpec::overlay(0.3)}, 0, 0,
                                           {at::kFloat, 0.5, 1.0});
@@ -331,7 +333,9 @@ TEST(HostileEmpty, ZeroBatchOrChannelsGiveEmptyResults) {
       EXPECT_NO_THROW(ops::augment_(x, pool, {OpSpec::overlay(0.3)}, 0, 0));
       // Argument errors are still reported on an empty batch.
       error_of<c10::ValueError>([&] { ops::crop(obs, 0, 0, 13, 4); });
-      error_of<c10::ValueError>([&] { ops::overlay(obs, at::zeros({0, 3, 12, 10}, at::kByte), 0, 0); });
+      error_of<c10::ValueError>([&] {
+        ops::overlay(obs, at::zeros({0, 3, 12, 10}, at::kByte), 0, 0);
+      });
       error_of<c10::ValueError>([&] { ops::overlay(obs, pool, 0, 0, kNaN); });
     }
   }
@@ -346,8 +350,9 @@ TEST(HostileEmpty, ZeroHeightOrWidthIsAClearError) {
     expect_mentions(error_of<c10::ValueError>([&] { ops::shift(obs, 0, 0); }),
                     {"obs frames must be between 1x1"});
     error_of<c10::ValueError>([&] { ops::crop(obs, 0, 0, 1, 1); });
-    error_of<c10::ValueError>(
-        [&] { ops::overlay(obs, at::zeros({2, 3, shape[2], shape[3]}, at::kByte), 0, 0); });
+    error_of<c10::ValueError>([&] {
+      ops::overlay(obs, at::zeros({2, 3, shape[2], shape[3]}, at::kByte), 0, 0);
+    });
     at::Tensor x = obs.clone();
     error_of<c10::ValueError>([&] { ops::augment_(x, std::nullopt, {}, 0, 0); });
     error_of<c10::ValueError>([&] {
@@ -390,12 +395,12 @@ TEST(HostileEmpty, GatherWithNoSamplesOrNoFrames) {
 
 std::vector<std::pair<std::string, at::Tensor>> strided_views(at::ScalarType dtype) {
   // Each view is [2, 6, 12, 10].
-  const at::Tensor big = dtype == at::kByte ? random_u8({4, 12, 24, 20}, 11)
-                                            : random_f32({4, 12, 24, 20}, 11);
-  const at::Tensor hw = dtype == at::kByte ? random_u8({2, 6, 10, 12}, 12)
-                                           : random_f32({2, 6, 10, 12}, 12);
-  const at::Tensor small = dtype == at::kByte ? random_u8({1, 6, 12, 10}, 13)
-                                              : random_f32({1, 6, 12, 10}, 13);
+  const at::Tensor big =
+      dtype == at::kByte ? random_u8({4, 12, 24, 20}, 11) : random_f32({4, 12, 24, 20}, 11);
+  const at::Tensor hw =
+      dtype == at::kByte ? random_u8({2, 6, 10, 12}, 12) : random_f32({2, 6, 10, 12}, 12);
+  const at::Tensor small =
+      dtype == at::kByte ? random_u8({1, 6, 12, 10}, 13) : random_f32({1, 6, 12, 10}, 13);
   const at::Tensor frame = dtype == at::kByte ? random_u8({12, 10}, 14) : random_f32({12, 10}, 14);
   return {
       {"stepped", big.index({Slice(None, None, 2), Slice(None, None, 2), Slice(1, None, 2),
@@ -416,7 +421,8 @@ TEST(HostileLayout, NonContiguousInputEqualsContiguous) {
     for (const auto& [name, view] : strided_views(dtype)) {
       SCOPED_TRACE(name + " " + std::string(c10::toString(dtype)));
       const at::Tensor dense = view.contiguous();
-      EXPECT_TRUE(same(ops::augment(view, pool, full, 7, 1), ops::augment(dense, pool, full, 7, 1)));
+      EXPECT_TRUE(
+          same(ops::augment(view, pool, full, 7, 1), ops::augment(dense, pool, full, 7, 1)));
       EXPECT_TRUE(same(ops::shift(view, 7, 1), ops::shift(dense, 7, 1)));
       EXPECT_TRUE(same(ops::crop(view, 7, 1, 5, 5), ops::crop(dense, 7, 1, 5, 5)));
       EXPECT_TRUE(same(ops::overlay(view, pool, 7, 1, 0.6), ops::overlay(dense, pool, 7, 1, 0.6)));
@@ -425,7 +431,8 @@ TEST(HostileLayout, NonContiguousInputEqualsContiguous) {
       // Non-contiguous pool too.
       const at::Tensor pool_t = pool.transpose(2, 3).contiguous().transpose(2, 3);
       ASSERT_FALSE(pool_t.is_contiguous());
-      EXPECT_TRUE(same(ops::overlay(view, pool_t, 7, 1, 0.6), ops::overlay(dense, pool, 7, 1, 0.6)));
+      EXPECT_TRUE(
+          same(ops::overlay(view, pool_t, 7, 1, 0.6), ops::overlay(dense, pool, 7, 1, 0.6)));
     }
   }
 }
@@ -434,33 +441,33 @@ TEST(HostileLayout, InPlaceOnNonContiguousUpdatesTheOriginal) {
   const at::Tensor pool = pool_u8();
   const Pipeline keep = {OpSpec::shift(3), OpSpec::overlay(0.3, 0.8), OpSpec::shift(1, "zeros")};
   for (at::ScalarType dtype : {at::kByte, at::kFloat}) {
-    const at::Tensor big = dtype == at::kByte ? random_u8({4, 12, 24, 20}, 21)
-                                              : random_f32({4, 12, 24, 20}, 21);
+    const at::Tensor big =
+        dtype == at::kByte ? random_u8({4, 12, 24, 20}, 21) : random_f32({4, 12, 24, 20}, 21);
     // stepped view
     {
       at::Tensor base = big.clone();
-      at::Tensor view = base.index({Slice(None, None, 2), Slice(None, None, 2), Slice(1, None, 2),
-                                    Slice(None, None, 2)});
+      at::Tensor view = base.index(
+          {Slice(None, None, 2), Slice(None, None, 2), Slice(1, None, 2), Slice(None, None, 2)});
       const at::Tensor want = ops::augment(view.contiguous(), pool, keep, 5, 6);
       at::Tensor expected_base = base.clone();
-      expected_base.index_put_({Slice(None, None, 2), Slice(None, None, 2), Slice(1, None, 2),
-                                Slice(None, None, 2)},
-                               want);
+      expected_base.index_put_(
+          {Slice(None, None, 2), Slice(None, None, 2), Slice(1, None, 2), Slice(None, None, 2)},
+          want);
       ops::augment_(view, pool, keep, 5, 6);
       EXPECT_TRUE(same(view, want));
       EXPECT_TRUE(same(base, expected_base)) << "elements outside the view were touched";
     }
     // transposed and channels_last
     {
-      at::Tensor base = (dtype == at::kByte ? random_u8({2, 6, 10, 12}, 22)
-                                            : random_f32({2, 6, 10, 12}, 22));
+      at::Tensor base =
+          (dtype == at::kByte ? random_u8({2, 6, 10, 12}, 22) : random_f32({2, 6, 10, 12}, 22));
       at::Tensor view = base.transpose(2, 3);
       const at::Tensor want = ops::augment(view.contiguous(), pool, keep, 5, 6);
       ops::augment_(view, pool, keep, 5, 6);
       EXPECT_TRUE(same(base.transpose(2, 3), want));
-      at::Tensor cl = (dtype == at::kByte ? random_u8({2, 6, 12, 10}, 23)
-                                          : random_f32({2, 6, 12, 10}, 23))
-                          .contiguous(at::MemoryFormat::ChannelsLast);
+      at::Tensor cl =
+          (dtype == at::kByte ? random_u8({2, 6, 12, 10}, 23) : random_f32({2, 6, 12, 10}, 23))
+              .contiguous(at::MemoryFormat::ChannelsLast);
       const at::Tensor want_cl = ops::augment(cl.contiguous(), pool, keep, 5, 6);
       ops::augment_(cl, pool, keep, 5, 6);
       EXPECT_TRUE(same(cl, want_cl));
@@ -473,7 +480,8 @@ TEST(HostileLayout, InPlaceOnExpandedObsIsRefusedAndLeavesItAlone) {
   const at::Tensor small = random_u8({1, 6, 12, 10}, 31);
   at::Tensor view = small.expand({3, 6, 12, 10});
   const at::Tensor before = small.clone();
-  expect_mentions(error_of<c10::ValueError>([&] { ops::augment_(view, std::nullopt, {OpSpec::shift(2)}, 0, 0); }),
+  expect_mentions(error_of<c10::ValueError>(
+                      [&] { ops::augment_(view, std::nullopt, {OpSpec::shift(2)}, 0, 0); }),
                   {"in-place", "share memory", "clone()"});
   EXPECT_TRUE(same(small, before));
   // Out of place, the expanded batch is fine.
@@ -492,7 +500,7 @@ TEST(HostileLayout, PoolAliasingObsInPlaceEqualsOutOfPlace) {
     ops::augment_(x, x, p, 3, 3);
     EXPECT_TRUE(same(x, want));
     // Partial overlap: pool = the last two samples of obs.
-      const at::Tensor want2 = ops::augment(obs, obs.index({Slice(2, 4)}).clone(), p, 3, 4);
+    const at::Tensor want2 = ops::augment(obs, obs.index({Slice(2, 4)}).clone(), p, 3, 4);
     at::Tensor y = obs.clone();
     ops::augment_(y, y.index({Slice(2, 4)}), p, 3, 4);
     EXPECT_TRUE(same(y, want2));
@@ -506,13 +514,15 @@ TEST(HostileLayout, PoolAliasingObsInPlaceEqualsOutOfPlace) {
 // ---------------------------------------------------------------- devices and dtypes
 
 TEST(HostileDevice, MetaTensorsAreRefused) {
-  const at::Tensor meta = at::empty({2, 6, 12, 10}, at::TensorOptions().dtype(at::kByte).device(at::kMeta));
+  const at::Tensor meta =
+      at::empty({2, 6, 12, 10}, at::TensorOptions().dtype(at::kByte).device(at::kMeta));
   expect_mentions(error_of<c10::ValueError>([&] { ops::shift(meta, 0, 0); }),
                   {"obs must be on cpu or cuda", "meta"});
   at::Tensor m = meta;
   error_of<c10::ValueError>([&] { ops::augment_(m, std::nullopt, {}, 0, 0); });
   // Pool on another device than obs.
-  const at::Tensor pool_meta = at::empty({3, 3, 12, 10}, at::TensorOptions().dtype(at::kByte).device(at::kMeta));
+  const at::Tensor pool_meta =
+      at::empty({3, 3, 12, 10}, at::TensorOptions().dtype(at::kByte).device(at::kMeta));
   expect_mentions(error_of<c10::ValueError>([&] { ops::overlay(obs_u8(), pool_meta, 0, 0); }),
                   {"pool must be on obs's device", "meta"});
   at::Tensor x = obs_u8().clone();
@@ -521,29 +531,33 @@ TEST(HostileDevice, MetaTensorsAreRefused) {
   // gather_augment: storage or indices on meta.
   const at::Tensor storage = random_u8({5, 3, 6, 6}, 4);
   expect_mentions(error_of<c10::ValueError>([&] {
-                    ops::gather_augment(storage,
-                                        at::zeros({2, 2}, at::TensorOptions().dtype(at::kLong).device(at::kMeta)),
-                                        std::nullopt, {}, 0, 0);
+                    ops::gather_augment(
+                        storage,
+                        at::zeros({2, 2}, at::TensorOptions().dtype(at::kLong).device(at::kMeta)),
+                        std::nullopt, {}, 0, 0);
                   }),
                   {"indices must be on storage's device"});
-  expect_mentions(error_of<c10::ValueError>([&] {
-                    ops::gather_augment(at::empty({5, 3, 6, 6}, at::TensorOptions().dtype(at::kByte).device(at::kMeta)),
-                                        at::zeros({2, 2}, at::kLong), std::nullopt, {}, 0, 0);
-                  }),
-                  {"storage must be on cpu or cuda"});
+  expect_mentions(
+      error_of<c10::ValueError>([&] {
+        ops::gather_augment(
+            at::empty({5, 3, 6, 6}, at::TensorOptions().dtype(at::kByte).device(at::kMeta)),
+            at::zeros({2, 2}, at::kLong), std::nullopt, {}, 0, 0);
+      }),
+      {"storage must be on cpu or cuda"});
 }
 
 TEST(HostileDtype, WrongDtypesAndRanks) {
   const at::Tensor pool = pool_u8();
-  for (at::ScalarType dtype : {at::kShort, at::kDouble, at::kBool, at::kHalf, at::kChar, at::kLong}) {
+  for (at::ScalarType dtype :
+       {at::kShort, at::kDouble, at::kBool, at::kHalf, at::kChar, at::kLong}) {
     const at::Tensor obs = at::zeros({2, 6, 12, 10}, dtype);
     SCOPED_TRACE(c10::toString(dtype));
     expect_mentions(error_of<c10::TypeError>([&] { ops::shift(obs, 0, 0); }), {"obs", "uint8"});
     expect_mentions(error_of<c10::TypeError>([&] { ops::overlay(obs_u8(), pool.to(dtype), 0, 0); }),
                     {"pool must be uint8"});
     expect_mentions(error_of<c10::TypeError>([&] {
-                      ops::gather_augment(at::zeros({5, 3, 6, 6}, dtype), at::zeros({2, 2}, at::kLong),
-                                          std::nullopt, {}, 0, 0);
+                      ops::gather_augment(at::zeros({5, 3, 6, 6}, dtype),
+                                          at::zeros({2, 2}, at::kLong), std::nullopt, {}, 0, 0);
                     }),
                     {"storage must be uint8 or float32"});
     if (dtype != at::kLong) {
@@ -562,36 +576,52 @@ TEST(HostileDtype, WrongDtypesAndRanks) {
   }
   for (const std::vector<int64_t>& shape :
        {std::vector<int64_t>{3, 12, 10}, std::vector<int64_t>{1, 3, 3, 12, 10}}) {
-    expect_mentions(error_of<c10::TypeError>([&] { ops::overlay(obs_u8(), at::zeros(shape, at::kByte), 0, 0); }),
+    expect_mentions(error_of<c10::TypeError>(
+                        [&] { ops::overlay(obs_u8(), at::zeros(shape, at::kByte), 0, 0); }),
                     {"pool must be uint8 [P, C, H, W]"});
   }
   const at::Tensor undefined;
   error_of<c10::ValueError>([&] { ops::shift(undefined, 0, 0); });
-  error_of<c10::ValueError>([&] { ops::augment(obs_u8(), undefined, {OpSpec::overlay(0.5)}, 0, 0); });
-  error_of<c10::ValueError>([&] { ops::gather_augment(random_u8({5, 3, 6, 6}, 1), undefined, std::nullopt, {}, 0, 0); });
+  error_of<c10::ValueError>(
+      [&] { ops::augment(obs_u8(), undefined, {OpSpec::overlay(0.5)}, 0, 0); });
+  error_of<c10::ValueError>([&] {
+    ops::gather_augment(random_u8({5, 3, 6, 6}, 1), undefined, std::nullopt, {}, 0, 0);
+  });
 }
 
 // ---------------------------------------------------------------- pools
 
 TEST(HostilePool, WrongSizesAreClearErrors) {
   const at::Tensor& obs = obs_u8();  // [2, 6, 12, 10]: S*C = 6
-  expect_mentions(error_of<c10::ValueError>([&] { ops::overlay(obs, at::zeros({0, 3, 12, 10}, at::kByte), 0, 0); }),
+  expect_mentions(error_of<c10::ValueError>([&] {
+                    ops::overlay(obs, at::zeros({0, 3, 12, 10}, at::kByte), 0, 0);
+                  }),
                   {"P = 0"});
-  expect_mentions(error_of<c10::ValueError>([&] { ops::overlay(obs, at::zeros({2, 4, 12, 10}, at::kByte), 0, 0); }),
+  expect_mentions(error_of<c10::ValueError>([&] {
+                    ops::overlay(obs, at::zeros({2, 4, 12, 10}, at::kByte), 0, 0);
+                  }),
                   {"multiple of the pool's channels C = 4"});
-  expect_mentions(error_of<c10::ValueError>([&] { ops::overlay(obs, at::zeros({2, 0, 12, 10}, at::kByte), 0, 0); }),
+  expect_mentions(error_of<c10::ValueError>([&] {
+                    ops::overlay(obs, at::zeros({2, 0, 12, 10}, at::kByte), 0, 0);
+                  }),
                   {"C = 0"});
-  expect_mentions(error_of<c10::ValueError>([&] { ops::overlay(obs, at::zeros({2, 3, 12, 11}, at::kByte), 0, 0); }),
+  expect_mentions(error_of<c10::ValueError>([&] {
+                    ops::overlay(obs, at::zeros({2, 3, 12, 11}, at::kByte), 0, 0);
+                  }),
                   {"12x11", "12x10"});
-  expect_mentions(error_of<c10::ValueError>([&] { ops::overlay(obs, at::zeros({2, 3, 0, 0}, at::kByte), 0, 0); }),
+  expect_mentions(error_of<c10::ValueError>([&] {
+                    ops::overlay(obs, at::zeros({2, 3, 0, 0}, at::kByte), 0, 0);
+                  }),
                   {"0x0"});
   // At the overlay's stage (after a crop), the pool must match the cropped size.
   expect_mentions(error_of<c10::ValueError>([&] {
                     ops::augment(obs, pool_u8(), {OpSpec::crop(8, 8), OpSpec::overlay(0.5)}, 0, 0);
                   }),
                   {"op 1 (overlay)", "12x10", "8x8"});
-  EXPECT_TRUE(same(ops::augment(obs, random_u8({2, 3, 8, 8}, 3), {OpSpec::crop(8, 8), OpSpec::overlay(0.5)}, 0, 0),
-                   reference(obs, random_u8({2, 3, 8, 8}, 3), {OpSpec::crop(8, 8), OpSpec::overlay(0.5)}, 0, 0)));
+  EXPECT_TRUE(same(ops::augment(obs, random_u8({2, 3, 8, 8}, 3),
+                                {OpSpec::crop(8, 8), OpSpec::overlay(0.5)}, 0, 0),
+                   reference(obs, random_u8({2, 3, 8, 8}, 3),
+                             {OpSpec::crop(8, 8), OpSpec::overlay(0.5)}, 0, 0)));
   // Grayscale pool on RGB stacks: C = 1 divides 6, so each channel is a frame.
   const at::Tensor gray = random_u8({2, 1, 12, 10}, 6);
   EXPECT_TRUE(same(ops::overlay(obs, gray, 1, 1, 0.5, std::nullopt, true),
@@ -622,40 +652,55 @@ TEST(HostileGather, StridedIndicesAndStorageEqualContiguous) {
   const at::Tensor pool = random_u8({2, 3, 6, 6}, 52);
   const Pipeline p = {OpSpec::shift(2), OpSpec::overlay(0.25, 0.75, true)};
   const at::Tensor big_storage = random_u8({10, 6, 12, 6}, 53);
-  const at::Tensor storage = big_storage.index({Slice(None, None, 2), Slice(1, None, 2), Slice(None, None, 2)});
+  const at::Tensor storage =
+      big_storage.index({Slice(None, None, 2), Slice(1, None, 2), Slice(None, None, 2)});
   ASSERT_FALSE(storage.is_contiguous());
-  const at::Tensor idx_t = at::tensor(std::vector<int64_t>{0, 4, 1, 3, 2, 2, 4, 0}, at::kLong).view({2, 4}).t();
+  const at::Tensor idx_t =
+      at::tensor(std::vector<int64_t>{0, 4, 1, 3, 2, 2, 4, 0}, at::kLong).view({2, 4}).t();
   ASSERT_FALSE(idx_t.is_contiguous());
-  const at::Tensor want = ops::gather_augment(storage.contiguous(), idx_t.contiguous(), pool, p, 3, 4);
+  const at::Tensor want =
+      ops::gather_augment(storage.contiguous(), idx_t.contiguous(), pool, p, 3, 4);
   EXPECT_TRUE(same(ops::gather_augment(storage, idx_t, pool, p, 3, 4), want));
   // And it equals augment on the gathered batch.
-  const at::Tensor gathered = storage.contiguous().index_select(0, idx_t.contiguous().view(-1)).view({4, 6, 6, 6});
+  const at::Tensor gathered =
+      storage.contiguous().index_select(0, idx_t.contiguous().view(-1)).view({4, 6, 6, 6});
   EXPECT_TRUE(same(want, ops::augment(gathered, pool, p, 3, 4)));
   // Expanded (zero-stride) indices and a channels_last storage.
-  const at::Tensor idx_e = at::tensor(std::vector<int64_t>{3, 1}, at::kLong).view({1, 2}).expand({5, 2});
+  const at::Tensor idx_e =
+      at::tensor(std::vector<int64_t>{3, 1}, at::kLong).view({1, 2}).expand({5, 2});
   const at::Tensor cl = storage.contiguous().contiguous(at::MemoryFormat::ChannelsLast);
   EXPECT_TRUE(same(ops::gather_augment(cl, idx_e, pool, p, 3, 4),
                    ops::gather_augment(storage.contiguous(), idx_e.contiguous(), pool, p, 3, 4)));
   // Float storage, unchecked indices that are valid.
   const at::Tensor fs = random_f32({5, 3, 6, 6}, 54);
   EXPECT_TRUE(same(ops::gather_augment(fs, idx_t, pool, p, 3, 4, {}, /*check_indices=*/false),
-                   ops::augment(fs.index_select(0, idx_t.contiguous().view(-1)).view({4, 6, 6, 6}), pool, p, 3, 4)));
+                   ops::augment(fs.index_select(0, idx_t.contiguous().view(-1)).view({4, 6, 6, 6}),
+                                pool, p, 3, 4)));
 }
 
 TEST(HostileGather, PoolMismatchesForStorage) {
   const at::Tensor storage = random_u8({5, 3, 6, 6}, 55);
   const at::Tensor idx = at::zeros({2, 2}, at::kLong);
   const Pipeline p = {OpSpec::overlay(0.5)};
-  expect_mentions(error_of<c10::ValueError>([&] { ops::gather_augment(storage, idx, at::zeros({2, 1, 6, 6}, at::kByte), p, 0, 0); }),
+  expect_mentions(error_of<c10::ValueError>([&] {
+                    ops::gather_augment(storage, idx, at::zeros({2, 1, 6, 6}, at::kByte), p, 0, 0);
+                  }),
                   {"pool has 1 channels", "3"});
-  expect_mentions(error_of<c10::ValueError>([&] { ops::gather_augment(storage, idx, at::zeros({2, 3, 7, 6}, at::kByte), p, 0, 0); }),
+  expect_mentions(error_of<c10::ValueError>([&] {
+                    ops::gather_augment(storage, idx, at::zeros({2, 3, 7, 6}, at::kByte), p, 0, 0);
+                  }),
                   {"7x6", "6x6"});
-  expect_mentions(error_of<c10::ValueError>([&] { ops::gather_augment(storage, idx, at::zeros({0, 3, 6, 6}, at::kByte), p, 0, 0); }),
+  expect_mentions(error_of<c10::ValueError>([&] {
+                    ops::gather_augment(storage, idx, at::zeros({0, 3, 6, 6}, at::kByte), p, 0, 0);
+                  }),
                   {"P = 0"});
-  expect_mentions(error_of<c10::TypeError>([&] { ops::gather_augment(storage, idx, at::zeros({2, 3, 6}, at::kByte), p, 0, 0); }),
+  expect_mentions(error_of<c10::TypeError>([&] {
+                    ops::gather_augment(storage, idx, at::zeros({2, 3, 6}, at::kByte), p, 0, 0);
+                  }),
                   {"pool must be uint8 [P, C, H, W]"});
-  expect_mentions(error_of<c10::ValueError>([&] { ops::gather_augment(storage, idx, std::nullopt, p, 0, 0); }),
-                  {"pool is None"});
+  expect_mentions(
+      error_of<c10::ValueError>([&] { ops::gather_augment(storage, idx, std::nullopt, p, 0, 0); }),
+      {"pool is None"});
 }
 
 }  // namespace

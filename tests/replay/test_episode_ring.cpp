@@ -29,7 +29,7 @@ struct Model {
   int32_t stack;
   int32_t n_step;
   double gamma;
-  std::vector<Frame> frames;                     // by logical index
+  std::vector<Frame> frames;                   // by logical index
   std::vector<std::vector<int64_t>> episodes;  // logical indices of each episode's frames
 
   int64_t oldest() const {
@@ -44,7 +44,8 @@ struct Model {
     const auto& ep = episode_of(t);
     const int64_t pos = frames[static_cast<size_t>(t)].position;
     std::vector<int64_t> out;
-    for (int32_t s = stack - 1; s >= 0; --s) out.push_back(ep[static_cast<size_t>(std::max<int64_t>(0, pos - s))]);
+    for (int32_t s = stack - 1; s >= 0; --s)
+      out.push_back(ep[static_cast<size_t>(std::max<int64_t>(0, pos - s))]);
     return out;
   }
   int32_t steps_of(int64_t t) const {  // n', or 0 when not (yet) a transition
@@ -132,8 +133,8 @@ TEST_P(RingVsModel, ValidityStacksAndReturnsMatch) {
       ASSERT_TRUE(ring.can_continue(env));
       ring.push(env, reward, terminated, truncated);
       auto& ep = m.episodes[static_cast<size_t>(episode)];
-      m.frames.push_back({episode, static_cast<int64_t>(ep.size()), reward, terminated,
-                          terminated || truncated});
+      m.frames.push_back(
+          {episode, static_cast<int64_t>(ep.size()), reward, terminated, terminated || truncated});
       ep.push_back(static_cast<int64_t>(m.frames.size()) - 1);
       if (terminated || truncated) episode = -1;
     }

@@ -2,26 +2,26 @@
 // checkpoints round-trip exactly and refuse damaged files, a save that fails
 // (file size limit standing in for a full disk) keeps the previous
 // checkpoint, and sample(augment_with(engine)) equals sample-then-augment.
+#include <ATen/ops/abs.h>
+#include <ATen/ops/add.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/stack.h>
-#include <ATen/ops/abs.h>
-#include <ATen/ops/add.h>
-#include <ATen/ops/zeros.h>
 #include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
-#include <thread>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "replay/replay_buffer.h"
 #ifdef OBSAUG_WITH_ENGINE_API
@@ -63,7 +63,8 @@ void fill(ReplayBuffer& rb, int64_t steps) {
       rb.add_first(frame(t, o));
       continue;
     }
-    const at::Tensor action = at::arange(double(t), double(t + 2), at::TensorOptions().dtype(at::kFloat));
+    const at::Tensor action =
+        at::arange(double(t), double(t + 2), at::TensorOptions().dtype(at::kFloat));
     rb.add(action, number(0.5 * t), frame(t, o), flag(t % 10 == 9), flag(false));
   }
 }
@@ -123,7 +124,10 @@ TEST(ReplayBuffer, BadPrioritiesChangeNothing) {
   EXPECT_THROW(rb.update_priorities(idx, at::tensor({1.0, NAN, 2.0})), std::invalid_argument);
   EXPECT_THROW(rb.update_priorities(idx, at::tensor({1.0, -1.0, 2.0})), std::invalid_argument);
   EXPECT_THROW(rb.update_priorities(idx, at::tensor({1.0, INFINITY, 2.0})), std::invalid_argument);
-  EXPECT_THROW(rb.update_priorities(at::tensor({101, 102, 103}, at::TensorOptions().dtype(at::kLong)), at::tensor({1.0, 1.0, 1.0})), std::out_of_range);
+  EXPECT_THROW(
+      rb.update_priorities(at::tensor({101, 102, 103}, at::TensorOptions().dtype(at::kLong)),
+                           at::tensor({1.0, 1.0, 1.0})),
+      std::out_of_range);
   expect_same_batch(rb.sample(8), twin.sample(8));
   rb.update_priorities(idx, at::tensor({5.0, 0.0, 2.0}));
   twin.update_priorities(idx, at::tensor({5.0, 0.0, 2.0}));
@@ -228,7 +232,8 @@ TEST(ReplayBuffer, FusedSampleEqualsSampleThenAugment) {
   const std::string config_text =
       "seed: 4\nframes: {stack: 3, channels: 3, height: 24, width: 20}\n"
       "pipeline: [{op: shift, pad: 3}, {op: overlay, alpha: 0.4}]\n"
-      "pool: {size: 4, sources: [" + photos + "], refresh: {threads: 0}}\n";
+      "pool: {size: 4, sources: [" +
+      photos + "], refresh: {threads: 0}}\n";
   Engine engine(load_config_string(config_text, "<test>", ""));
   ReplayBuffer fused(o);
   ReplayBuffer plain(o);
@@ -258,7 +263,8 @@ TEST(ReplayBuffer, SamplesWhileAnotherThreadAugmentsAndThePoolRefreshes) {
   const std::string config_text =
       "seed: 4\nframes: {stack: 3, channels: 3, height: 24, width: 20}\n"
       "pipeline: [{op: shift, pad: 3}, {op: overlay, alpha: 0.4}]\n"
-      "pool: {size: 4, sources: [" + photos + "], refresh: {threads: 1, mode: async}}\n";
+      "pool: {size: 4, sources: [" +
+      photos + "], refresh: {threads: 1, mode: async}}\n";
   Engine engine(load_config_string(config_text, "<test>", ""));
   ReplayBuffer rb(o);
   fill(rb, 30);
