@@ -29,6 +29,7 @@
 #include "kernels/philox.h"
 #include "kernels/pipeline.h"
 #include "kernels/pipeline_spec.h"
+#include "tests/kernels/test_util.h"
 
 namespace obsaug {
 namespace {
@@ -729,26 +730,8 @@ TEST(AugmentApi, PoolIsIgnoredWithoutOverlay) {
 
 // ---------------------------------------------------------------- errors
 
-template <typename E>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what_without_backtrace();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected " << typeid(E).name() << ", got: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected " << typeid(E).name() << ", nothing was thrown";
-  return "";
-}
-
-void expect_mentions(const std::string& message, std::initializer_list<const char*> parts) {
-  for (const char* part : parts) {
-    EXPECT_NE(message.find(part), std::string::npos)
-        << "message does not mention \"" << part << "\":\n  " << message;
-  }
-}
+using test_util::error_of;
+using test_util::expect_mentions;
 
 TEST(AugmentErrors, WrongObsDtype) {
   const at::Tensor obs = at::zeros({2, 3, 8, 8}, at::kLong);

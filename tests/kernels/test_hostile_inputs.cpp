@@ -23,6 +23,7 @@
 #include "kernels/augment.h"
 #include "kernels/pipeline.h"
 #include "kernels/pipeline_spec.h"
+#include "tests/kernels/test_util.h"
 
 namespace obsaug {
 namespace {
@@ -105,26 +106,8 @@ at::Tensor reference(const at::Tensor& obs, const std::optional<at::Tensor>& poo
                                         : reference_t<float>(obs, pool, pipeline, seed, step);
 }
 
-template <typename E>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what_without_backtrace();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected " << typeid(E).name() << ", got: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected " << typeid(E).name() << ", nothing was thrown";
-  return "";
-}
-
-void expect_mentions(const std::string& message, std::initializer_list<const char*> parts) {
-  for (const char* part : parts) {
-    EXPECT_NE(message.find(part), std::string::npos)
-        << "message does not mention \"" << part << "\":\n  " << message;
-  }
-}
+using test_util::error_of;
+using test_util::expect_mentions;
 
 const at::Tensor& obs_u8() {
   static const at::Tensor t = random_u8({2, 6, 12, 10}, 1);

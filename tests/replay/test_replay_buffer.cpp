@@ -224,17 +224,31 @@ TEST(ReplayBuffer, FailedSaveKeepsThePreviousCheckpoint) {
 }
 
 #ifdef OBSAUG_WITH_ENGINE_API
-TEST(ReplayBuffer, FusedSampleEqualsSampleThenAugment) {
-  const std::string photos = std::string(OBSAUG_SOURCE_DIR) + "/data/photos";
-  if (::access((photos + "/SOURCES.md").c_str(), F_OK) != 0) GTEST_SKIP() << "no " << photos;
-  ReplayOptions o = small_options();
+const std::string kPhotos = std::string(OBSAUG_SOURCE_DIR) + "/data/photos";
+
+bool have_photos() { return ::access((kPhotos + "/SOURCES.md").c_str(), F_OK) == 0; }
+
+// Shift + overlay on 24x20 frames of 3 RGB stacked frames, a pool of 4 photos
+// refreshed as `refresh` says.
+Engine small_engine(const std::string& refresh) {
+  return Engine(
+      load_config_string("seed: 4\nframes: {stack: 3, channels: 3, height: 24, width: 20}\n"
+                         "pipeline: [{op: shift, pad: 3}, {op: overlay, alpha: 0.4}]\n"
+                         "pool: {size: 4, sources: [" +
+                             kPhotos + "], refresh: " + refresh + "}\n",
+                         "<test>", ""));
+}
+
+ReplayOptions small_frames(bool prioritized = false) {
+  ReplayOptions o = small_options(prioritized);
   o.frame_shape = {3, 24, 20};
-  const std::string config_text =
-      "seed: 4\nframes: {stack: 3, channels: 3, height: 24, width: 20}\n"
-      "pipeline: [{op: shift, pad: 3}, {op: overlay, alpha: 0.4}]\n"
-      "pool: {size: 4, sources: [" +
-      photos + "], refresh: {threads: 0}}\n";
-  Engine engine(load_config_string(config_text, "<test>", ""));
+  return o;
+}
+
+TEST(ReplayBuffer, FusedSampleEqualsSampleThenAugment) {
+  if (!have_photos()) GTEST_SKIP() << "no " << kPhotos;
+  const ReplayOptions o = small_frames();
+  Engine engine = small_engine("{threads: 0}");
   ReplayBuffer fused(o);
   ReplayBuffer plain(o);
   fill(fused, 60);
@@ -256,16 +270,9 @@ TEST(ReplayBuffer, FusedSampleEqualsSampleThenAugment) {
 // the same engine, the refresh decoding at full speed. Run under TSan by
 // scripts/sanitize.sh.
 TEST(ReplayBuffer, SamplesWhileAnotherThreadAugmentsAndThePoolRefreshes) {
-  const std::string photos = std::string(OBSAUG_SOURCE_DIR) + "/data/photos";
-  if (::access((photos + "/SOURCES.md").c_str(), F_OK) != 0) GTEST_SKIP() << "no " << photos;
-  ReplayOptions o = small_options(true);
-  o.frame_shape = {3, 24, 20};
-  const std::string config_text =
-      "seed: 4\nframes: {stack: 3, channels: 3, height: 24, width: 20}\n"
-      "pipeline: [{op: shift, pad: 3}, {op: overlay, alpha: 0.4}]\n"
-      "pool: {size: 4, sources: [" +
-      photos + "], refresh: {threads: 1, mode: async}}\n";
-  Engine engine(load_config_string(config_text, "<test>", ""));
+  if (!have_photos()) GTEST_SKIP() << "no " << kPhotos;
+  const ReplayOptions o = small_frames(true);
+  Engine engine = small_engine("{threads: 1, mode: async}");
   ReplayBuffer rb(o);
   fill(rb, 30);
   const StackAugment augment = augment_with(engine);
