@@ -212,40 +212,34 @@ class ObsaugBuffer:
         self.batched_err = ""
         self.d8 = Driver()
 
+    def _write_one(self) -> bool:
+        """Writes the next frame: an episode's first (add_first, returns False) or a
+        step (add, returns True)."""
+        d, rb, b = self.d, self.rb, self.bank
+        if d.ep_step < 0:
+            rb.add_first(b.frames[d.t % BANK])
+            d.t += 1
+            d.ep_step = 0
+            return False
+        k = d.t % BANK
+        d.ep_step += 1
+        term = d.ep_step == EP_LEN
+        rb.add(b.actions[k], b.rewards[k], b.frames[k], terminated=term)
+        d.t += 1
+        if term:
+            d.ep_step = -1
+        return True
+
     def steps(self, n: int) -> int:
         """n env steps (add_first at episode starts not counted); returns transitions."""
-        d, rb, b = self.d, self.rb, self.bank
-        for _ in range(n):
-            if d.ep_step < 0:
-                rb.add_first(b.frames[d.t % BANK])
-                d.t += 1
-                d.ep_step = 0
-            k = d.t % BANK
-            d.ep_step += 1
-            term = d.ep_step == EP_LEN
-            rb.add(b.actions[k], b.rewards[k], b.frames[k], terminated=term)
-            d.t += 1
-            if term:
-                d.ep_step = -1
+        done = 0
+        while done < n:
+            done += self._write_one()
         return n
 
     def fill(self, slots: int) -> None:
-        d, rb, b = self.d, self.rb, self.bank
-        written = 0
-        while written < slots:
-            if d.ep_step < 0:
-                rb.add_first(b.frames[d.t % BANK])
-                d.t += 1
-                d.ep_step = 0
-            else:
-                k = d.t % BANK
-                d.ep_step += 1
-                term = d.ep_step == EP_LEN
-                rb.add(b.actions[k], b.rewards[k], b.frames[k], terminated=term)
-                d.t += 1
-                if term:
-                    d.ep_step = -1
-            written += 1
+        for _ in range(slots):
+            self._write_one()
 
     ENVS8 = list(range(1, 9))  # env 0 is the single-env driver's
 

@@ -85,7 +85,7 @@ void EpisodeRing::recheck_predecessors(int64_t t, int32_t count) {
 
 // Makes room for frame total_: forgets the frame it overwrites and returns
 // the frames whose stacks reached it, to recheck once the frame is written.
-int64_t EpisodeRing::begin_push(int64_t /*env*/) {
+int64_t EpisodeRing::begin_push() {
   const int64_t t = total_;
   const size_t slot = static_cast<size_t>(slot_of(t));
   pending_.clear();
@@ -116,7 +116,7 @@ int64_t EpisodeRing::push_first(int64_t env) {
     e.open = 0;
     recheck_predecessors(e.last, n_step_);
   }
-  const int64_t slot = begin_push(env);
+  const int64_t slot = begin_push();
   const int64_t t = total_++;
   for (int64_t p : pending_) recheck(p);
   e.last = t;
@@ -132,7 +132,7 @@ int64_t EpisodeRing::push(int64_t env, float reward, bool terminated, bool trunc
   }
   Env& e = envs_[static_cast<size_t>(env)];
   changed_.clear();
-  const int64_t slot = begin_push(env);
+  const int64_t slot = begin_push();
   const int64_t t = total_++;
   Slot& s = slots_[static_cast<size_t>(slot)];
   s.prev = e.last;

@@ -83,7 +83,7 @@ class EpisodeRing {
   Slot& at(int64_t t) { return slots_[static_cast<size_t>(slot_of(t))]; }
   bool compute_valid(int64_t t) const;
   void recheck(int64_t t);
-  int64_t begin_push(int64_t env);
+  int64_t begin_push();
   void recheck_predecessors(int64_t t, int32_t count);
   Env& env_state(int64_t env);
 

@@ -23,6 +23,7 @@
 #include "kernels/augment.h"
 #include "kernels/pipeline.h"
 #include "kernels/pipeline_spec.h"
+#include "tests/kernels/reference.h"
 #include "tests/kernels/test_util.h"
 
 namespace obsaug {
@@ -56,58 +57,9 @@ bool same(const at::Tensor& a, const at::Tensor& b) {
          at::equal(a.contiguous(), b.contiguous());
 }
 
-// Per-pixel reference (DESIGN.md section 3 through pipeline.h), independent
-// of the CPU row loops.
-template <typename T>
-at::Tensor reference_t(const at::Tensor& obs_any, const std::optional<at::Tensor>& pool_any,
-                       const Pipeline& pipeline, uint64_t seed, uint64_t step) {
-  const at::Tensor obs = obs_any.contiguous();
-  std::optional<at::Tensor> pool;
-  if (pool_any) pool = pool_any->contiguous();
-  FrameGeometry g;
-  g.height = obs.size(2);
-  g.width = obs.size(3);
-  if (pool) {
-    g.frame_channels = pool->size(1);
-    g.pool_size = pool->size(0);
-    g.pool_h = pool->size(2);
-    g.pool_w = pool->size(3);
-  }
-  const PipelineDesc p = resolve_pipeline(pipeline, g, seed, step);
-  const int64_t b_n = obs.size(0), c_n = obs.size(1);
-  at::Tensor out = at::empty({b_n, c_n, p.out_h, p.out_w}, obs.options());
-  const T* in = obs.data_ptr<T>();
-  T* o = out.data_ptr<T>();
-  const uint8_t* pl = pool ? pool->data_ptr<uint8_t>() : nullptr;
-  const int64_t in_plane = static_cast<int64_t>(p.in_h) * p.in_w;
-  for (int64_t b = 0; b < b_n; ++b) {
-    for (int64_t ch = 0; ch < c_n; ++ch) {
-      OpDraw draws[kMaxOps];
-      draw_pipeline(p, static_cast<uint32_t>(b), static_cast<uint32_t>(ch / p.frame_channels),
-                    draws);
-      const int64_t plane = b * c_n + ch;
-      for (int32_t y = 0; y < p.out_h; ++y) {
-        const AxisTrace row = trace_axis(p, draws, 0, y);
-        for (int32_t x = 0; x < p.out_w; ++x) {
-          const AxisTrace col = trace_axis(p, draws, 1, x);
-          o[(plane * p.out_h + y) * p.out_w + x] =
-              eval_pixel(p, draws, row, col, in + plane * in_plane, pl,
-                         static_cast<int32_t>(ch % p.frame_channels));
-        }
-      }
-    }
-  }
-  return out;
-}
-
-at::Tensor reference(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
-                     const Pipeline& pipeline, uint64_t seed, uint64_t step) {
-  return obs.scalar_type() == at::kByte ? reference_t<uint8_t>(obs, pool, pipeline, seed, step)
-                                        : reference_t<float>(obs, pool, pipeline, seed, step);
-}
-
 using test_util::error_of;
 using test_util::expect_mentions;
+using test_util::reference;
 
 const at::Tensor& obs_u8() {
   static const at::Tensor t = random_u8({2, 6, 12, 10}, 1);
