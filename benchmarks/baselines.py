@@ -24,7 +24,7 @@ helpers the benchmark scripts share:
                                markdown tables and the JSON file
 
 Used by benchmarks/bench_ops.py, bench_side_by_side.py, bench_replay.py and
-examples/agent.py (which puts this folder on sys.path). tests/python/test_nn.py
+examples/agent.py (which puts this folder on sys.path). tests/python/kernels/test_nn.py
 keeps its own, independent copy of RandomShiftsAug on purpose.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 // obsaug_decode_tool: decodes one JPEG/PNG through the distractor pipeline
 // (decode.h) and writes the result as a binary PPM (C = 3) or PGM (C = 1).
 // Prints one JSON line saying what was done (crop box in stored pixels, flip,
-// DCT scale), which the Pillow comparison (tests/python/
+// DCT scale), which the Pillow comparison (tests/python/engine/
 // test_decode_vs_pillow.py) replays with PIL.
 //
 //   obsaug_decode_tool IN OUT --size HxW [--channels 1|3] [--seed S]

@@ -6,7 +6,7 @@ distractor pipeline and reports the crop box, flip and DCT scale it drew;
 this module replays the same crop with PIL the way torchvision's
 RandomResizedCrop does on a PIL image (crop, resize BILINEAR with
 antialiasing, flip, then convert("L") for one channel) and measures the
-difference. Used by tests/python/test_decode_vs_pillow.py; also a CLI:
+difference. Used by tests/python/engine/test_decode_vs_pillow.py; also a CLI:
 
     tests/engine/pillow_compare.py [--tool PATH] [--size 84x84] [--serials 4] FILE_OR_DIR...
 

@@ -1,7 +1,11 @@
 """Shared set-up for the obsaug Python tests.
 
-Makes ``import obsaug`` (python/) and ``import reference`` (this folder) work
-without PYTHONPATH, and provides seeded random observation / pool factories.
+The tests live in kernels/, engine/, replay/ and tools/ (mirroring the source
+tree); every one of them imports its paths and seeded factories from here
+(``from conftest import ROOT, random_obs``). This file makes ``import obsaug``
+(the checkout's python/) and ``import reference`` (this folder) work without
+PYTHONPATH. Test basenames are unique across the subfolders: pytest imports
+each test file by its basename (no __init__.py files).
 """
 import os
 import sys
@@ -9,9 +13,15 @@ import sys
 import pytest
 import torch
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-for path in (_HERE, os.path.join(_HERE, os.pardir, os.pardir, "python")):
-    path = os.path.normpath(path)
+TESTS = os.path.dirname(os.path.abspath(__file__))  # tests/python: conftest.py, reference.py
+ROOT = os.path.normpath(os.path.join(TESTS, os.pardir, os.pardir))
+PYDIR = os.path.join(ROOT, "python")
+PHOTOS = os.path.join(ROOT, "data", "photos")
+CONFIGS = os.path.join(ROOT, "configs")
+ENGINE_TESTS = os.path.join(ROOT, "tests", "engine")  # pillow_compare.py
+CLI = os.environ.get("OBSAUG_CLI") or os.path.join(ROOT, "build", "tools", "obsaug")
+
+for path in (TESTS, PYDIR):
     if path not in sys.path:
         sys.path.insert(0, path)
 

@@ -10,7 +10,7 @@ Every augment call made here is checked bit for bit against the stateless op
 ``augment``): a fault may stop the refresh, but the engine must go on serving
 exact blends of complete pool images, never raise, and count the failures.
 
-tests/python/test_replay.py already kills a child that saves a small buffer
+tests/python/replay/test_replay.py already kills a child that saves a small buffer
 in a loop; here the kill lands inside one long save (hundreds of MB) at
 several delays, and the leftover ``replay.obsaug.tmp`` must not break the
 next save.
@@ -29,10 +29,7 @@ import torch
 
 import obsaug
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
-                                     os.pardir))
-PHOTOS = os.path.join(ROOT, "data", "photos")
-PYDIR = os.path.join(ROOT, "python")
+from conftest import PHOTOS, PYDIR
 
 needs_engine = pytest.mark.skipif(
     not hasattr(obsaug, "Engine") or not os.path.isdir(PHOTOS),

@@ -20,14 +20,12 @@ import torch
 
 import obsaug
 import reference
-from conftest import random_obs, random_pool
+from conftest import PHOTOS, random_obs, random_pool
 
 ops = obsaug.ops
 S = dict(seed=3, step=5)
 ERRORS = (ValueError, TypeError, IndexError, RuntimeError)
 NAN, INF = float("nan"), float("inf")
-PHOTOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "data",
-                      "photos")
 
 
 def raises(exc, call, *words):

@@ -14,13 +14,14 @@ import pytest
 np = pytest.importorskip("numpy")
 Image = pytest.importorskip("PIL.Image")
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "engine"))
+from conftest import ENGINE_TESTS, PHOTOS  # noqa: E402
+
+sys.path.insert(0, ENGINE_TESTS)
 import pillow_compare as pc  # noqa: E402
 
 TOOL = pc.find_tool()
 pytestmark = pytest.mark.skipif(TOOL is None, reason="obsaug_decode_tool not built (set OBSAUG_DECODE_TOOL)")
 
-PHOTOS = os.path.join(pc.REPO_ROOT, "data", "photos")
 SIZE = (84, 84)
 
 

@@ -11,10 +11,9 @@ import pytest
 
 import obsaug
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
-                                     os.pardir))
-PHOTOS = os.path.join(ROOT, "data", "photos")
-NO_POOL = os.path.join(ROOT, "configs", "drq_shift.yaml")  # shift only: no pool to fill
+from conftest import CONFIGS, PHOTOS, ROOT
+
+NO_POOL = os.path.join(CONFIGS, "drq_shift.yaml")  # shift only: no pool to fill
 
 
 def free_port():

@@ -12,10 +12,7 @@ import torch
 
 import obsaug
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
-                                     os.pardir))
-PHOTOS = os.path.join(ROOT, "data", "photos")
-CONFIGS = os.path.join(ROOT, "configs")
+from conftest import CONFIGS, PHOTOS
 
 pytestmark = [
     pytest.mark.skipif(not hasattr(obsaug, "Engine"),

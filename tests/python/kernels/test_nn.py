@@ -12,9 +12,7 @@ import torch.nn.functional as F
 import obsaug
 import obsaug.nn as onn
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
-                                     os.pardir))
-PHOTOS = os.path.join(ROOT, "data", "photos")
+from conftest import PHOTOS
 
 
 class DrQv2RandomShiftsAug(torch.nn.Module):

@@ -32,9 +32,8 @@ import reference
 from conftest import random_pool
 from replay_reference import ReferenceReplay, sample_block
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
-                                     os.pardir))
-PHOTOS = os.path.join(ROOT, "data", "photos")
+from conftest import PHOTOS, PYDIR, TESTS
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 HAS_CUDA = torch.cuda.is_available()
@@ -871,7 +870,7 @@ def resume_sample(rb, eng):
 
 CHILD = r"""
 import sys
-sys.path[:0] = [{tests!r}, {python!r}]
+sys.path[:0] = [{here!r}, {tests!r}, {python!r}]
 import torch
 import test_replay as T
 ckpt = sys.argv[1]
@@ -897,7 +896,7 @@ class Child:
 
     def __init__(self, tmp_path, source):
         script = tmp_path / "child.py"
-        script.write_text(source.format(tests=HERE, python=os.path.join(ROOT, "python")))
+        script.write_text(source.format(here=HERE, tests=TESTS, python=PYDIR))
         self.proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines = []
@@ -953,7 +952,7 @@ def test_resume_after_sigkill_continues_the_same_samples_and_augmentations(tmp_p
 
 SAVER = r"""
 import sys
-sys.path[:0] = [{tests!r}, {python!r}]
+sys.path[:0] = [{here!r}, {tests!r}, {python!r}]
 import test_replay as T
 rb = T.make_rb(capacity=100, frame_shape=(3, 32, 32), seed=3)
 k = 0

@@ -9,10 +9,9 @@ import pytest
 import torch
 
 import obsaug
+from conftest import PHOTOS
 from reference import overlay as reference_overlay
 
-PHOTOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir,
-                      "data", "photos")
 
 pytestmark = [
     pytest.mark.skipif(not hasattr(obsaug, "DistractorPool"),
