@@ -25,7 +25,24 @@ for path in (TESTS, PYDIR):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-import obsaug  # noqa: E402,F401  (registers torch.ops.obsaug)
+import obsaug  # noqa: E402  (registers torch.ops.obsaug)
+
+# Skip markers: what a test needs beyond the kernels (the native module's
+# optional components, a GPU, the embedded photographs, a built tool).
+HAS_CUDA = torch.cuda.is_available()
+HAS_PHOTOS = os.path.isdir(PHOTOS)
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+needs_photos = pytest.mark.skipif(not HAS_PHOTOS,
+                                  reason="needs data/photos (run scripts/fetch_photos.sh)")
+needs_pool = pytest.mark.skipif(
+    not hasattr(obsaug, "DistractorPool") or not HAS_PHOTOS,
+    reason="needs obsaug.DistractorPool (TurboJPEG/libpng) and data/photos")
+needs_engine = pytest.mark.skipif(
+    not hasattr(obsaug, "Engine") or not HAS_PHOTOS,
+    reason="needs obsaug.Engine (pool, yaml-cpp) and data/photos (scripts/fetch_photos.sh)")
+needs_replay = pytest.mark.skipif(not hasattr(obsaug, "ReplayBuffer"),
+                                  reason="obsaug._C built without the ReplayBuffer")
+needs_cli = pytest.mark.skipif(not os.access(CLI, os.X_OK), reason=f"obsaug CLI not built at {CLI}")
 
 
 def random_obs(shape, dtype=torch.uint8, seed=0, device="cpu"):

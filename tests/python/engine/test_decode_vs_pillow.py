@@ -14,7 +14,7 @@ import pytest
 np = pytest.importorskip("numpy")
 Image = pytest.importorskip("PIL.Image")
 
-from conftest import ENGINE_TESTS, PHOTOS  # noqa: E402
+from conftest import ENGINE_TESTS, PHOTOS, needs_photos  # noqa: E402
 
 sys.path.insert(0, ENGINE_TESTS)
 import pillow_compare as pc  # noqa: E402
@@ -115,7 +115,7 @@ def test_bad_files_fail_cleanly(tmp_path):
             pc.run_tool(TOOL, str(path))
 
 
-@pytest.mark.skipif(not os.path.isdir(PHOTOS), reason="data/photos absent (run scripts/fetch_photos.sh)")
+@needs_photos
 def test_embedded_photos_match_pillow():
     paths = sorted(os.path.join(PHOTOS, f) for f in os.listdir(PHOTOS) if f.lower().endswith((".jpg", ".png")))
     assert len(paths) >= 30

@@ -11,7 +11,7 @@ import pytest
 
 import obsaug
 
-from conftest import CONFIGS, PHOTOS, ROOT
+from conftest import CONFIGS, ROOT, needs_photos
 
 NO_POOL = os.path.join(CONFIGS, "drq_shift.yaml")  # shift only: no pool to fill
 
@@ -22,8 +22,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-@pytest.mark.skipif(not os.path.isdir(PHOTOS),
-                    reason="no data/photos (bash scripts/fetch_photos.sh)")
+@needs_photos
 def test_two_ranks_draw_different_parameters_from_disjoint_files():
     env = dict(os.environ)
     # The obsaug the test imported (its folder first), for the child processes too.

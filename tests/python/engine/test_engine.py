@@ -3,7 +3,6 @@ augment_ against the stateless op, float output, state_dict round trips
 (sync mode: identical outputs), stats, the context manager, threads, and
 input errors. Skips where the native module has no Engine (built without
 the pool or yaml-cpp) or the photographs are absent."""
-import os
 import pathlib
 import threading
 
@@ -12,14 +11,9 @@ import torch
 
 import obsaug
 
-from conftest import CONFIGS, PHOTOS
+from conftest import CONFIGS, PHOTOS, needs_engine
 
-pytestmark = [
-    pytest.mark.skipif(not hasattr(obsaug, "Engine"),
-                       reason="obsaug._C built without the Engine (pool, yaml-cpp)"),
-    pytest.mark.skipif(not os.path.isdir(PHOTOS),
-                       reason="data/photos absent (run scripts/fetch_photos.sh)"),
-]
+pytestmark = needs_engine
 
 STATS_KEYS = {"calls", "samples", "step", "has_pool", "pool_decoded", "pool_failed",
               "pool_uploaded", "pool_decode_rate", "pool_mean_age_calls", "pool_queue_depth"}

@@ -29,13 +29,8 @@ import torch
 
 import obsaug
 
-from conftest import PHOTOS, PYDIR
+from conftest import PHOTOS, PYDIR, needs_engine, needs_replay
 
-needs_engine = pytest.mark.skipif(
-    not hasattr(obsaug, "Engine") or not os.path.isdir(PHOTOS),
-    reason="needs obsaug.Engine (pool, yaml-cpp) and data/photos (scripts/fetch_photos.sh)")
-needs_replay = pytest.mark.skipif(not hasattr(obsaug, "ReplayBuffer"),
-                                  reason="obsaug._C built without the ReplayBuffer")
 
 SEED = 5
 PIPELINE = [{"op": "shift", "pad": 4}, {"op": "overlay", "alpha": 0.5}]

@@ -2,23 +2,17 @@
 from scripts/fetch_photos.sh), tensor layout, stats, async refresh, sync
 determinism, and use with the overlay op. Skips where the native module was
 built without the engine or the photographs are absent."""
-import os
 import time
 
 import pytest
 import torch
 
 import obsaug
-from conftest import PHOTOS
+from conftest import PHOTOS, needs_cuda, needs_pool
 from reference import overlay as reference_overlay
 
 
-pytestmark = [
-    pytest.mark.skipif(not hasattr(obsaug, "DistractorPool"),
-                       reason="obsaug._C built without the engine (TurboJPEG/libpng)"),
-    pytest.mark.skipif(not os.path.isdir(PHOTOS),
-                       reason="data/photos absent (run scripts/fetch_photos.sh)"),
-]
+pytestmark = needs_pool
 
 STATS_KEYS = {"decoded", "failed", "uploaded", "decode_rate", "mean_age_calls", "queue_depth",
               "calls", "first_failures"}
@@ -111,7 +105,7 @@ def test_errors_name_the_problem(tmp_path):
         make_pool(channels=2)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@needs_cuda
 def test_cuda_pool_matches_cpu_and_feeds_overlay():
     kwargs = dict(mode="sync", per_call=4, seed=5, size=8)
     with make_pool(**kwargs) as cpu, make_pool(device="cuda", **kwargs) as cuda:

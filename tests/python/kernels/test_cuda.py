@@ -9,13 +9,11 @@ import pytest
 import torch
 
 import obsaug
-from conftest import random_obs, random_pool
+from conftest import HAS_CUDA, needs_cuda, random_obs, random_pool
 
 ops = obsaug.ops
 DEV = os.environ.get("OBSAUG_TEST_DEVICE", "cuda")
-HAS_CUDA = torch.cuda.is_available()
 pytestmark = pytest.mark.skipif(DEV.startswith("cuda") and not HAS_CUDA, reason="needs a CUDA GPU")
-needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 
 SEED, STEP = 0xC0FFEE, 2**63 + 17
 DTYPES = [torch.uint8, torch.float32]

@@ -20,7 +20,7 @@ import torch
 
 import obsaug
 import reference
-from conftest import PHOTOS, random_obs, random_pool
+from conftest import PHOTOS, needs_engine, needs_replay, random_obs, random_pool
 
 ops = obsaug.ops
 S = dict(seed=3, step=5)
@@ -91,8 +91,7 @@ def test_alpha_boundaries_are_exact():
         assert torch.equal(ops.overlay(o, p, alpha=a, alpha_max=hi, **S), want)
 
 
-@pytest.mark.skipif(not hasattr(obsaug, "Engine") or not os.path.isdir(PHOTOS),
-                    reason="no Engine or no data/photos")
+@needs_engine
 @pytest.mark.parametrize("overlay", [
     {"alpha": NAN}, {"alpha": INF}, {"alpha": -0.5}, {"alpha": 1.5},
     {"alpha": 0.2, "alpha_max": NAN}, {"alpha": 0.2, "alpha_max": INF},
@@ -213,7 +212,7 @@ def test_in_place_on_an_expanded_view_is_refused_before_copying(huge_results):
     assert kind == "ValueError" and "share memory" in message, (kind, message)
 
 
-@pytest.mark.skipif(not hasattr(obsaug, "ReplayBuffer"), reason="no ReplayBuffer")
+@needs_replay
 def test_replay_capacity_too_large_for_memory(huge_results):
     kind, message = huge_results["replay capacity 1e9"]
     assert kind in ("ValueError", "MemoryError") and "capacity" in message, (kind, message)
@@ -482,7 +481,6 @@ def test_gather_pool_mismatches():
 
 # ------------------------------------------------------------------ ReplayBuffer
 
-needs_replay = pytest.mark.skipif(not hasattr(obsaug, "ReplayBuffer"), reason="no ReplayBuffer")
 RB_ARGS = dict(capacity=16, frame_shape=(3, 8, 8), frame_stack=3, action_shape=(2,))
 
 

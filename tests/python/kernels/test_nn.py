@@ -3,16 +3,14 @@ RandomShiftsAug (copied below as the reference: both give integer shifts in
 [-pad, pad]^2 of the replicate-padded input, every shift about equally
 often), under torch.compile(fullgraph=True), and the DMControl-GB functions
 inside an agent update step written against DMControl-GB's names."""
-import os
 
-import pytest
 import torch
 import torch.nn.functional as F
 
 import obsaug
 import obsaug.nn as onn
 
-from conftest import PHOTOS
+from conftest import PHOTOS, needs_engine
 
 
 class DrQv2RandomShiftsAug(torch.nn.Module):
@@ -111,8 +109,7 @@ def test_random_shift_under_torch_compile_fullgraph():
     assert aug.step == 12
 
 
-@pytest.mark.skipif(not hasattr(obsaug, "Engine"), reason="obsaug._C built without the Engine")
-@pytest.mark.skipif(not os.path.isdir(PHOTOS), reason="data/photos absent")
+@needs_engine
 def test_dmcontrol_gb_update_step_runs_unchanged(monkeypatch):
     monkeypatch.setenv("OBSAUG_POOL_SIZE", "16")  # a quick fill for the built-in engine
     import obsaug.nn as augmentations  # where DMControl-GB has `import augmentations`

@@ -32,15 +32,9 @@ import reference
 from conftest import random_pool
 from replay_reference import ReferenceReplay, sample_block
 
-from conftest import PHOTOS, PYDIR, TESTS
+from conftest import PHOTOS, PYDIR, TESTS, needs_cuda, needs_engine
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-HAS_CUDA = torch.cuda.is_available()
-needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
-needs_engine = pytest.mark.skipif(
-    not hasattr(obsaug, "Engine") or not os.path.isdir(PHOTOS),
-    reason="needs obsaug.Engine (pool, yaml-cpp) and data/photos (scripts/fetch_photos.sh)")
 
 HAS_RB = hasattr(obsaug, "ReplayBuffer")
 

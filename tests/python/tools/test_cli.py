@@ -14,11 +14,11 @@ import zlib
 
 import pytest
 
-from conftest import CLI, CONFIGS, ROOT
+from conftest import CLI, CONFIGS, ROOT, needs_cli
 
 PLACES = os.path.join(ROOT, "data", "places365_standard")
 
-pytestmark = pytest.mark.skipif(not os.access(CLI, os.X_OK), reason=f"obsaug CLI not built at {CLI}")
+pytestmark = needs_cli
 
 
 def run(*args, timeout=300):
