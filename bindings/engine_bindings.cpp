@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bindings/schema_bindings.h"
 #include "engine/config.h"
 #include "engine/distractor_pool.h"
 #include "engine/engine.h"
@@ -47,6 +48,46 @@ py::dict state_dict(const EngineState& s) {
   d["pool_stamp"] = s.pool_stamp;
   d["pool_calls"] = s.pool_calls;
   d["pool_slots"] = py::cast(s.pool_slots);
+  return d;
+}
+
+// The resolved config as the dict Engine(dict) takes: every key, inferred
+// pool image size and absolute sources included; Engine(config_dict(c))
+// loads a config equal to c.
+py::dict config_dict(const Config& c) {
+  py::dict frames;
+  frames["stack"] = c.frames.stack;
+  frames["channels"] = c.frames.channels;
+  frames["height"] = c.frames.height;
+  frames["width"] = c.frames.width;
+  py::list pipeline;
+  for (const OpSpec& op : c.pipeline) pipeline.append(op_dict(op));
+  py::dict refresh;
+  refresh["threads"] = c.pool.refresh.threads;
+  refresh["max_per_second"] = c.pool.refresh.max_per_second;
+  refresh["mode"] = to_string(c.pool.refresh.mode);
+  refresh["per_call"] = c.pool.refresh.per_call;
+  py::dict pool;
+  pool["size"] = c.pool.size;
+  if (c.pool.image_height > 0 || c.pool.image_width > 0) {
+    py::list image_size;
+    image_size.append(c.pool.image_height);
+    image_size.append(c.pool.image_width);
+    pool["image_size"] = image_size;
+  }
+  pool["sources"] = py::cast(c.pool.sources);
+  pool["refresh"] = refresh;
+  py::dict output;
+  output["dtype"] = to_string(c.output.dtype);
+  output["scale"] = c.output.scale;
+  output["bias"] = c.output.bias;
+  py::dict d;
+  d["device"] = c.device;
+  d["seed"] = c.seed;
+  d["frames"] = frames;
+  d["pipeline"] = pipeline;
+  d["pool"] = pool;
+  d["output"] = output;
   return d;
 }
 
@@ -97,7 +138,8 @@ void bind_engine(py::module& m) {
       .def("augment_", &Engine::augment_, py::arg("obs"), py::arg("step") = py::none(),
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("step", &Engine::step)
-      .def_property_readonly("config_text", [](const Engine& e) { return describe(e.config()); })
+      .def("config_dict", [](const Engine& e) { return config_dict(e.config()); })
+      .def("config_yaml", [](const Engine& e) { return describe(e.config()); })
       .def_property_readonly("device", [](const Engine& e) { return e.config().device; })
       .def_property_readonly("rank", [](const Engine& e) { return e.distributed().rank; })
       .def_property_readonly("world_size",

@@ -1,7 +1,10 @@
 // obsaug._C: importing it loads libobsaug, whose static initialisers register
-// the torch.ops.obsaug schemas and kernels. Classes (pool, engine, replay)
-// are bound here as they arrive; only bindings/ sees pybind11.
+// the torch.ops.obsaug schemas and kernels. It also holds the op schema
+// (always), the DistractorPool, the Engine and the ReplayBuffer (where their
+// libraries are built: OBSAUG_WITH_*); only bindings/ sees pybind11.
 #include <pybind11/pybind11.h>
+
+#include "bindings/schema_bindings.h"
 
 #ifdef OBSAUG_WITH_ENGINE
 #include "bindings/pool_bindings.h"
@@ -20,6 +23,7 @@ PYBIND11_MODULE(_C, m) {
 #else
   m.attr("built_with_cuda") = false;
 #endif
+  obsaug::python::bind_schema(m);
 #ifdef OBSAUG_WITH_ENGINE
   obsaug::python::bind_pool(m);
 #endif

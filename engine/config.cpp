@@ -40,8 +40,6 @@ using Keys = std::vector<std::string>;
 
 constexpr int64_t kMaxFrameSide = int64_t{1} << 30;  // as resolve_pipeline
 constexpr int64_t kMaxStack = 65536;                 // s is 16 bits of the Philox counter
-constexpr int64_t kMaxPad = int64_t{1} << 20;        // as check_op in pipeline_spec.cpp
-constexpr int64_t kMaxIndex = 0xffff;
 constexpr int64_t kMaxPool = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxThreads = 1024;
 
@@ -50,10 +48,6 @@ const Keys kFramesKeys = {"stack", "channels", "height", "width"};
 const Keys kPoolKeys = {"size", "image_size", "sources", "refresh"};
 const Keys kRefreshKeys = {"threads", "max_per_second", "mode", "per_call"};
 const Keys kOutputKeys = {"dtype", "scale", "bias"};
-const Keys kOpNames = {"shift", "crop", "overlay"};
-const Keys kShiftKeys = {"op", "pad", "padding", "index"};
-const Keys kCropKeys = {"op", "size", "center", "index"};
-const Keys kOverlayKeys = {"op", "alpha", "alpha_max", "per_frame", "index"};
 
 std::string join(const Keys& keys, const char* sep = ", ") {
   std::string out;
@@ -91,15 +85,6 @@ std::optional<std::string> nearest(const std::string& word, const Keys& known) {
   const size_t limit = std::max<size_t>(2, std::max(word.size(), best ? best->size() : 0) / 2);
   if (best && best_distance <= limit) return best;
   return std::nullopt;
-}
-
-std::string format_double(double value) {
-  char buffer[64];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buffer, sizeof buffer, "%.*g", precision, value);
-    if (std::strtod(buffer, nullptr) == value) break;
-  }
-  return buffer;
 }
 
 // File-system queries through POSIX rather than std::filesystem's operations:
@@ -266,21 +251,41 @@ class Loader {
     fail(path, message, node);
   }
 
-  // N or [height, width].
-  std::pair<int64_t, int64_t> get_size(const std::string& path, const YAML::Node& node,
-                                       int64_t lo) const {
+  // N or [height, width], each side in lo..hi.
+  std::pair<int64_t, int64_t> get_size(const std::string& path, const YAML::Node& node, int64_t lo,
+                                       int64_t hi) const {
     if (node.IsSequence()) {
       if (node.size() != 2)
         fail(path,
              "expected an integer or [height, width], got a list of " + std::to_string(node.size()),
              node);
-      return {get_int(path + "[0]", node[0], lo, kMaxFrameSide),
-              get_int(path + "[1]", node[1], lo, kMaxFrameSide)};
+      return {get_int(path + "[0]", node[0], lo, hi), get_int(path + "[1]", node[1], lo, hi)};
     }
     if (!plain_scalar(node))
       fail(path, "expected an integer or [height, width], got " + got(node), node);
-    const int64_t side = get_int(path, node, lo, kMaxFrameSide);
+    const int64_t side = get_int(path, node, lo, hi);
     return {side, side};
+  }
+
+  // A value of `key`'s type; its range is the schema's to check (check_op).
+  KeyValue get_value(const std::string& path, const YAML::Node& node, const KeySpec& key) const {
+    constexpr int64_t lo = std::numeric_limits<int64_t>::min();
+    constexpr int64_t hi = std::numeric_limits<int64_t>::max();
+    switch (key.type) {
+      case KeyType::kInt:
+        return get_int(path, node, lo, hi);
+      case KeyType::kFloat:
+        return get_double(path, node);
+      case KeyType::kBool:
+        return get_bool(path, node);
+      case KeyType::kEnum:
+        return get_choice(path, node, key.choices);
+      case KeyType::kSize: {
+        const auto [h, w] = get_size(path, node, lo, hi);
+        return FrameSize{h, w};
+      }
+    }
+    return std::monostate{};
   }
 
   void load_frames(const YAML::Node& node, FramesConfig* frames) const;
@@ -344,50 +349,37 @@ OpSpec Loader::load_op(const std::string& path, const YAML::Node& node) const {
     Keys given;
     for (const auto& entry : node) given.push_back(entry.first.Scalar());
     fail(path,
-         "missing 'op' (one of " + join(kOpNames) + ") in the op with keys " +
+         "missing 'op' (one of " + op_name_list() + ") in the op with keys " +
              (given.empty() ? "(none)" : join(given)),
          node);
   }
-  const std::string name = get_choice(path + ".op", name_node, kOpNames);
-  const Keys& known = name == "shift" ? kShiftKeys : name == "crop" ? kCropKeys : kOverlayKeys;
+  Keys names;
+  for (const OpSchema& op : op_schemas()) names.push_back(op.name);
+  const OpSchema& schema = *find_op_schema(get_choice(path + ".op", name_node, names));
+  Keys known = {"op"};
+  for (const KeySpec& key : schema.keys) known.push_back(key.name);
   for (const auto& entry : node) {
     const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "";
     if (contains(known, key)) continue;
-    if (contains(kShiftKeys, key) || contains(kCropKeys, key) || contains(kOverlayKeys, key))
-      fail(child(path, key), "does not apply to " + name + "; " + name + " takes " + join(known),
-           entry.first);
+    for (const OpSchema& other : op_schemas()) {
+      if (other.key_position(key) >= 0)
+        fail(
+            child(path, key),
+            "does not apply to " + schema.name + "; " + schema.name + " takes " + schema.key_list(),
+            entry.first);
+    }
   }
-  check_map(path, node, known, "for " + name);
+  check_map(path, node, known, "for " + schema.name);
 
-  OpSpec op;
-  if (const YAML::Node v = value(node, "index"))
-    op.index = get_int(path + ".index", v, 0, kMaxIndex);
-  if (name == "shift") {
-    op.kind = OpKind::kShift;
-    if (const YAML::Node v = value(node, "pad")) op.pad = get_int(path + ".pad", v, 0, kMaxPad);
-    if (const YAML::Node v = value(node, "padding"))
-      op.zeros = get_choice(path + ".padding", v, {"replicate", "zeros"}) == "zeros";
-  } else if (name == "crop") {
-    op.kind = OpKind::kCrop;
-    const YAML::Node size = value(node, "size");
-    if (!size) fail(path, "crop needs 'size' (N or [height, width])", node);
-    std::tie(op.crop_h, op.crop_w) = get_size(path + ".size", size, 1);
-    if (const YAML::Node v = value(node, "center")) op.center = get_bool(path + ".center", v);
-  } else {
-    op.kind = OpKind::kOverlay;
-    if (const YAML::Node v = value(node, "alpha")) {
-      op.alpha = get_double(path + ".alpha", v);
-      if (op.alpha < 0.0 || op.alpha > 1.0)
-        fail(path + ".alpha", "must be in [0, 1], got " + v.Scalar(), v);
-    }
-    if (const YAML::Node v = value(node, "alpha_max")) {
-      op.alpha_max = get_double(path + ".alpha_max", v);
-      if (*op.alpha_max < op.alpha || *op.alpha_max > 1.0)
-        fail(path + ".alpha_max",
-             "must be in [alpha, 1] = [" + format_double(op.alpha) + ", 1], got " + v.Scalar(), v);
-    }
-    if (const YAML::Node v = value(node, "per_frame"))
-      op.per_frame = get_bool(path + ".per_frame", v);
+  OpSpec op(schema.kind);
+  for (const KeySpec& key : schema.keys) {
+    if (const YAML::Node v = value(node, key.name))
+      op.set(key.name, get_value(path + "." + key.name, v, key));
+  }
+  if (const std::optional<KeyProblem> problem = check_op(op)) {
+    if (std::holds_alternative<std::monostate>(op.value(problem->key)))
+      fail(path, problem->message, node);  // a required key is missing
+    fail(path + "." + problem->key, problem->message, value(node, problem->key));
   }
   return op;
 }
@@ -401,22 +393,15 @@ void Loader::load_pipeline(const YAML::Node& node, const FramesConfig& frames, P
     fail("pipeline",
          "holds at most " + std::to_string(kMaxOps) + " ops, got " + std::to_string(node.size()),
          node);
-  int64_t h = frames.height;
-  int64_t w = frames.width;
   for (size_t k = 0; k < node.size(); ++k) {
-    const std::string path = "pipeline[" + std::to_string(k) + "]";
-    OpSpec op = load_op(path, node[k]);
-    if (op.kind == OpKind::kCrop) {
-      if (op.crop_h > h || op.crop_w > w)
-        fail(path + ".size",
-             "crop " + size_text(op.crop_h, op.crop_w) + " does not fit its input: frames are " +
-                 size_text(h, w) + " at this stage; size must be at most " + size_text(h, w),
-             node[k]);
-      h = op.crop_h;
-      w = op.crop_w;
-    }
-    pipeline->push_back(op);
+    pipeline->push_back(load_op("pipeline[" + std::to_string(k) + "]", node[k]));
     op_nodes_.push_back(node[k]);
+  }
+  const FrameSizeWalk walk = walk_frame_sizes(*pipeline, {frames.height, frames.width});
+  if (walk.failed_op) {
+    const size_t k = *walk.failed_op;
+    const std::string& size_key = (*pipeline)[k].schema().size_key;
+    fail("pipeline[" + std::to_string(k) + "]." + size_key, walk.problem, value(node[k], size_key));
   }
 }
 
@@ -465,7 +450,8 @@ void Loader::load_pool(const YAML::Node& node, const Config& config, PoolConfig*
   if (const YAML::Node v = value(node, "size")) pool->size = get_int("pool.size", v, 1, kMaxPool);
   const YAML::Node image_size = value(node, "image_size");
   if (image_size)
-    std::tie(pool->image_height, pool->image_width) = get_size("pool.image_size", image_size, 1);
+    std::tie(pool->image_height, pool->image_width) =
+        get_size("pool.image_size", image_size, 1, kMaxFrameSide);
 
   const YAML::Node refresh = value(node, "refresh");
   check_map("pool.refresh", refresh, kRefreshKeys, "under pool.refresh");
@@ -504,16 +490,14 @@ void Loader::load_pool(const YAML::Node& node, const Config& config, PoolConfig*
   }
 
   // The frame size each overlay sees: one pool serves them all.
-  int64_t h = config.frames.height;
-  int64_t w = config.frames.width;
+  const std::vector<FrameSize> sizes =
+      frame_sizes(config.pipeline, {config.frames.height, config.frames.width});
   std::optional<size_t> first_overlay;
   for (size_t k = 0; k < config.pipeline.size(); ++k) {
-    const OpSpec& op = config.pipeline[k];
     const std::string path = "pipeline[" + std::to_string(k) + "]";
-    if (op.kind == OpKind::kCrop) {
-      h = op.crop_h;
-      w = op.crop_w;
-    } else if (op.kind == OpKind::kOverlay) {
+    const int64_t h = sizes[k].height;
+    const int64_t w = sizes[k].width;
+    if (config.pipeline[k].schema().needs.pool) {
       if (!first_overlay) {
         first_overlay = k;
         if (pool->sources.empty())
@@ -628,12 +612,6 @@ Config load_text(const std::string& text, const std::string& origin,
   }
 }
 
-bool same_op(const OpSpec& a, const OpSpec& b) {
-  return a.kind == b.kind && a.index == b.index && a.pad == b.pad && a.zeros == b.zeros &&
-         a.crop_h == b.crop_h && a.crop_w == b.crop_w && a.center == b.center &&
-         a.alpha == b.alpha && a.alpha_max == b.alpha_max && a.per_frame == b.per_frame;
-}
-
 // A string as a YAML scalar: plain when that is unambiguous, else double-quoted.
 std::string yaml_string(const std::string& text) {
   const bool plain = !text.empty() && text[0] != '-' &&
@@ -660,18 +638,15 @@ std::string yaml_string(const std::string& text) {
 }  // namespace
 
 bool operator==(const Config& a, const Config& b) {
-  const auto same_pipeline = [](const Pipeline& x, const Pipeline& y) {
-    return x.size() == y.size() && std::equal(x.begin(), x.end(), y.begin(), same_op);
-  };
   const FramesConfig& fa = a.frames;
   const FramesConfig& fb = b.frames;
   const PoolConfig& pa = a.pool;
   const PoolConfig& pb = b.pool;
   return a.device == b.device && a.seed == b.seed && fa.stack == fb.stack &&
          fa.channels == fb.channels && fa.height == fb.height && fa.width == fb.width &&
-         same_pipeline(a.pipeline, b.pipeline) && pa.size == pb.size &&
-         pa.image_height == pb.image_height && pa.image_width == pb.image_width &&
-         pa.sources == pb.sources && pa.refresh.threads == pb.refresh.threads &&
+         a.pipeline == b.pipeline && pa.size == pb.size && pa.image_height == pb.image_height &&
+         pa.image_width == pb.image_width && pa.sources == pb.sources &&
+         pa.refresh.threads == pb.refresh.threads &&
          pa.refresh.max_per_second == pb.refresh.max_per_second &&
          pa.refresh.mode == pb.refresh.mode && pa.refresh.per_call == pb.refresh.per_call &&
          a.output.dtype == b.output.dtype && a.output.scale == b.output.scale &&
@@ -712,29 +687,7 @@ std::string describe(const Config& config) {
     out << "pipeline: []\n";
   else
     out << "pipeline:\n";
-  for (const OpSpec& op : config.pipeline) {
-    out << "  - {";
-    switch (op.kind) {
-      case OpKind::kShift:
-        out << "op: shift, pad: " << op.pad << ", padding: " << (op.zeros ? "zeros" : "replicate");
-        break;
-      case OpKind::kCrop:
-        out << "op: crop, size: ";
-        if (op.crop_h == op.crop_w)
-          out << op.crop_h;
-        else
-          out << "[" << op.crop_h << ", " << op.crop_w << "]";
-        out << ", center: " << (op.center ? "true" : "false");
-        break;
-      case OpKind::kOverlay:
-        out << "op: overlay, alpha: " << format_double(op.alpha);
-        if (op.alpha_max) out << ", alpha_max: " << format_double(*op.alpha_max);
-        out << ", per_frame: " << (op.per_frame ? "true" : "false");
-        break;
-    }
-    if (op.index) out << ", index: " << *op.index;
-    out << "}\n";
-  }
+  for (const OpSpec& op : config.pipeline) out << "  - " << format_op(op, OpStyle::kYaml) << "\n";
   const PoolConfig& p = config.pool;
   out << "pool:\n";
   out << "  size: " << p.size << "\n";
@@ -746,24 +699,19 @@ std::string describe(const Config& config) {
     out << "  sources:\n";
   for (const std::string& source : p.sources) out << "    - " << yaml_string(source) << "\n";
   out << "  refresh: {threads: " << p.refresh.threads
-      << ", max_per_second: " << format_double(p.refresh.max_per_second)
+      << ", max_per_second: " << format_number(p.refresh.max_per_second)
       << ", mode: " << to_string(p.refresh.mode) << ", per_call: " << p.refresh.per_call << "}\n";
   out << "output: {dtype: " << to_string(config.output.dtype)
-      << ", scale: " << format_double(config.output.scale)
-      << ", bias: " << format_double(config.output.bias) << "}\n";
+      << ", scale: " << format_number(config.output.scale)
+      << ", bias: " << format_number(config.output.bias) << "}\n";
   return out.str();
 }
 
 std::pair<int64_t, int64_t> frame_size_after(const Config& config, size_t n_ops) {
-  int64_t h = config.frames.height;
-  int64_t w = config.frames.width;
-  for (size_t k = 0; k < std::min(n_ops, config.pipeline.size()); ++k) {
-    if (config.pipeline[k].kind == OpKind::kCrop) {
-      h = config.pipeline[k].crop_h;
-      w = config.pipeline[k].crop_w;
-    }
-  }
-  return {h, w};
+  const std::vector<FrameSize> sizes =
+      frame_sizes(config.pipeline, {config.frames.height, config.frames.width});
+  const FrameSize& size = sizes[std::min(n_ops, config.pipeline.size())];
+  return {size.height, size.width};
 }
 
 FrameGeometry frame_geometry(const Config& config) {

@@ -11,10 +11,8 @@
 //   seed: 0                     # uint64, the Philox key (DESIGN.md section 3)
 //   frames: {stack: 3, channels: 3, height: 84, width: 84}
 //   pipeline: []                # ordered ops; [] is the identity (output conversion only)
-//     # - {op: shift, pad: 4, padding: replicate}      # padding: replicate | zeros
-//     # - {op: crop, size: 84, center: false}           # size: N or [height, width], required
-//     # - {op: overlay, alpha: 0.5, alpha_max: null, per_frame: false}
-//     #   every op also takes `index` (k in the Philox counter, default: its position)
+//     # - {op: shift, pad: 4}     # each op's keys, defaults and ranges: the op schema
+//     #                           # (kernels/op_schema.cpp; README's op table)
 //   pool:                       # the distractor pool, needed by an overlay
 //     size: 1024                # images resident in the pool
 //     image_size: [84, 84]      # default: the frame size the overlay sees
@@ -139,7 +137,8 @@ std::string describe(const Config& config);
 FrameGeometry frame_geometry(const Config& config);
 
 // Frame size (height, width) after the first `n_ops` ops of the pipeline
-// (all of them by default): the output frame size.
+// (all of them by default): the output frame size. Reads frame_sizes
+// (kernels/pipeline_spec.h).
 std::pair<int64_t, int64_t> frame_size_after(const Config& config, size_t n_ops = SIZE_MAX);
 
 const char* to_string(RefreshMode mode);

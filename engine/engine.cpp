@@ -22,7 +22,6 @@
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
-#include <tuple>
 #include <utility>
 
 #include "engine/decode.h"
@@ -63,13 +62,13 @@ DistractorPoolOptions pool_options(const Config& config, const c10::Device& devi
   o.size = p.size;
   int64_t h = p.image_height;
   int64_t w = p.image_width;
-  if (h <= 0 || w <= 0) {  // not inferred: the frame size the first overlay sees
-    size_t first_overlay = 0;
-    while (first_overlay < config.pipeline.size() &&
-           config.pipeline[first_overlay].kind != OpKind::kOverlay) {
-      ++first_overlay;
-    }
-    std::tie(h, w) = frame_size_after(config, first_overlay);
+  if (h <= 0 || w <= 0) {  // not inferred: the frame size the first op that reads the pool sees
+    const std::vector<FrameSize> sizes =
+        frame_sizes(config.pipeline, {config.frames.height, config.frames.width});
+    size_t first = 0;
+    while (first < config.pipeline.size() && !config.pipeline[first].schema().needs.pool) ++first;
+    h = sizes[first].height;
+    w = sizes[first].width;
   }
   o.height = static_cast<int>(h);
   o.width = static_cast<int>(w);

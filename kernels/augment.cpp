@@ -187,15 +187,8 @@ void check_gather_indices(const at::Tensor& storage, const at::Tensor& indices) 
 
 std::vector<int64_t> output_shape(const at::Tensor& obs, const Pipeline& pipeline) {
   check_obs(obs);
-  int64_t h = obs.size(2);
-  int64_t w = obs.size(3);
-  for (const OpSpec& op : pipeline) {
-    if (op.kind == OpKind::kCrop) {
-      h = op.crop_h;
-      w = op.crop_w;
-    }
-  }
-  return {obs.size(0), obs.size(1), h, w};
+  const FrameSize out = frame_sizes(pipeline, {obs.size(2), obs.size(3)}).back();
+  return {obs.size(0), obs.size(1), out.height, out.width};
 }
 
 at::Tensor augment(const at::Tensor& obs, const std::optional<at::Tensor>& pool,

@@ -525,9 +525,9 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
       for (int k = 0; k < p.n_ops; ++k) {
         const OpDesc& op = p.ops[k];
         if (op.kind == OpKind::kOverlay) {
-          const uint32_t weight = static_cast<uint32_t>(draws[k].b);
+          const uint32_t weight = static_cast<uint32_t>(draws[k].weight);
           const uint8_t* pool_plane =
-              buf.pool + pool_offset(p, op, draws[k].a, channel_in_frame, 0, 0);
+              buf.pool + pool_offset(p, op, draws[k].image, channel_in_frame, 0, 0);
           if (geometry.op_identity[k]) {
             blend_span(values, pool_plane, out_plane, weight);
             continue;

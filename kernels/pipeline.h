@@ -51,10 +51,15 @@ struct PipelineDesc {
 };
 
 // The parameters one op drew for one sample (and frame, for per-frame ops).
-// shift: (dx, dy); crop: (ox, oy); overlay: (pool index, weight).
+// Geometric ops (shift, crop) fill offset_x/offset_y: an output coordinate
+// plus the offset is the coordinate at the op's input (shift: dx, dy in
+// [-pad, pad]; crop: ox, oy in [0, in - out]). overlay fills image/weight.
+// Fields an op does not use are 0.
 struct OpDraw {
-  int32_t a;
-  int32_t b;
+  int32_t offset_x;  // shift, crop: column offset
+  int32_t offset_y;  // shift, crop: row offset
+  int32_t image;     // overlay: pool image index, 0..P-1
+  int32_t weight;    // overlay: blend weight w, 0..256
 };
 
 OBSAUG_HD OpDraw draw_op(const PipelineDesc& p, const OpDesc& op, uint32_t sample, uint32_t frame) {
@@ -63,23 +68,23 @@ OBSAUG_HD OpDraw draw_op(const PipelineDesc& p, const OpDesc& op, uint32_t sampl
       const Philox4 r = draw_block(p.seed, p.step, sample, op.index, 0);
       const uint32_t n = 2u * static_cast<uint32_t>(op.pad) + 1u;
       return OpDraw{static_cast<int32_t>(below(r.v[0], n)) - op.pad,
-                    static_cast<int32_t>(below(r.v[1], n)) - op.pad};
+                    static_cast<int32_t>(below(r.v[1], n)) - op.pad, 0, 0};
     }
     case OpKind::kCrop: {
       const uint32_t span_w = static_cast<uint32_t>(op.in_w - op.out_w);
       const uint32_t span_h = static_cast<uint32_t>(op.in_h - op.out_h);
       if (op.center) {
-        return OpDraw{static_cast<int32_t>(span_w / 2), static_cast<int32_t>(span_h / 2)};
+        return OpDraw{static_cast<int32_t>(span_w / 2), static_cast<int32_t>(span_h / 2), 0, 0};
       }
       const Philox4 r = draw_block(p.seed, p.step, sample, op.index, 0);
       return OpDraw{static_cast<int32_t>(below(r.v[0], span_w + 1)),
-                    static_cast<int32_t>(below(r.v[1], span_h + 1))};
+                    static_cast<int32_t>(below(r.v[1], span_h + 1)), 0, 0};
     }
     case OpKind::kOverlay:
     default: {
       const Philox4 r = draw_block(p.seed, p.step, sample, op.index, op.per_frame ? frame : 0);
       const uint32_t weight = op.weight_lo + below(r.v[1], op.weight_hi - op.weight_lo + 1u);
-      return OpDraw{static_cast<int32_t>(below(r.v[0], static_cast<uint32_t>(p.pool_size))),
+      return OpDraw{0, 0, static_cast<int32_t>(below(r.v[0], static_cast<uint32_t>(p.pool_size))),
                     static_cast<int32_t>(weight)};
     }
   }
@@ -115,7 +120,7 @@ OBSAUG_HD AxisTrace trace_axis(const PipelineDesc& p, const OpDraw* draws, int a
       continue;
     }
     t.at_op[k] = coord;
-    const int32_t offset = axis == 0 ? draws[k].b : draws[k].a;
+    const int32_t offset = axis == 0 ? draws[k].offset_y : draws[k].offset_x;
     const int32_t len_in = axis == 0 ? op.in_h : op.in_w;
     if (op.kind == OpKind::kShift) {
       coord += offset;
@@ -198,8 +203,8 @@ OBSAUG_HD T eval_pixel(const PipelineDesc& p, const OpDraw* draws, const AxisTra
   for (int k = zero_op + 1; k < p.n_ops; ++k) {
     const OpDesc& op = p.ops[k];
     if (op.kind != OpKind::kOverlay) continue;
-    const uint8_t d = pool[pool_offset(p, op, draws[k].a, channel, row.at_op[k], col.at_op[k])];
-    v = blend(v, d, static_cast<uint32_t>(draws[k].b));
+    const uint8_t d = pool[pool_offset(p, op, draws[k].image, channel, row.at_op[k], col.at_op[k])];
+    v = blend(v, d, static_cast<uint32_t>(draws[k].weight));
   }
   return v;
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
+#include <stdexcept>
 
 namespace obsaug {
 namespace {
@@ -19,218 +20,256 @@ std::vector<std::string> split(const std::string& text, char sep) {
   return parts;
 }
 
-const char* kind_name(OpKind kind) {
-  switch (kind) {
-    case OpKind::kShift:
-      return "shift";
-    case OpKind::kCrop:
-      return "crop";
-    case OpKind::kOverlay:
-      return "overlay";
-  }
-  return "?";
+std::string where(size_t position, const OpSpec& op) {
+  return "op " + std::to_string(position) + " (" + op.schema().name + ")";
 }
 
-int64_t parse_int(const std::string& where, const std::string& value) {
+int64_t parse_int(const std::string& at, const std::string& value) {
   char* end = nullptr;
   errno = 0;
   const long long parsed = std::strtoll(value.c_str(), &end, 10);
-  TORCH_CHECK_VALUE(!value.empty() && *end == '\0' && errno == 0, where,
-                    " must be an integer, got '", value, "'");
+  TORCH_CHECK_VALUE(!value.empty() && *end == '\0' && errno == 0, at, " must be an integer, got '",
+                    value, "'");
   return parsed;
 }
 
-double parse_double(const std::string& where, const std::string& value) {
+double parse_double(const std::string& at, const std::string& value) {
   char* end = nullptr;
   const double parsed = std::strtod(value.c_str(), &end);
-  TORCH_CHECK_VALUE(!value.empty() && *end == '\0', where, " must be a number, got '", value, "'");
+  TORCH_CHECK_VALUE(!value.empty() && *end == '\0', at, " must be a number, got '", value, "'");
   return parsed;
 }
 
-bool parse_bool(const std::string& where, const std::string& value) {
+bool parse_bool(const std::string& at, const std::string& value) {
   if (value == "true" || value == "True" || value == "1") return true;
   if (value == "false" || value == "False" || value == "0") return false;
-  TORCH_CHECK_VALUE(false, where, " must be true or false, got '", value, "'");
+  TORCH_CHECK_VALUE(false, at, " must be true or false, got '", value, "'");
 }
 
-// "84" or "84x84" (height x width).
-void parse_size(const std::string& where, const std::string& value, int64_t* h, int64_t* w) {
+// "84" or "84x80" (height x width).
+FrameSize parse_size(const std::string& at, const std::string& value) {
   const auto x = value.find('x');
   if (x == std::string::npos) {
-    *h = *w = parse_int(where, value);
-  } else {
-    *h = parse_int(where, value.substr(0, x));
-    *w = parse_int(where, value.substr(x + 1));
+    const int64_t side = parse_int(at, value);
+    return {side, side};
+  }
+  return {parse_int(at, value.substr(0, x)), parse_int(at, value.substr(x + 1))};
+}
+
+KeyValue parse_value(const KeySpec& key, const std::string& at, const std::string& value) {
+  if (key.optional && value == "None") return std::monostate{};
+  switch (key.type) {
+    case KeyType::kInt:
+      return parse_int(at, value);
+    case KeyType::kFloat:
+      return parse_double(at, value);
+    case KeyType::kBool:
+      return parse_bool(at, value);
+    case KeyType::kEnum:
+      return value;
+    case KeyType::kSize:
+      return parse_size(at, value);
+  }
+  return std::monostate{};
+}
+
+// Throws "op k (name): key message" for the first out-of-range value, or
+// "op k (name): crop needs 'size' ..." for a missing required key.
+void check_op_at(const OpSpec& op, size_t position) {
+  if (const auto problem = check_op(op)) {
+    const bool missing = std::holds_alternative<std::monostate>(op.value(problem->key));
+    TORCH_CHECK_VALUE(false, where(position, op), ": ", missing ? "" : problem->key + " ",
+                      problem->message);
   }
 }
 
-std::string format_double(double value) {
-  std::ostringstream out;
-  out.precision(17);
-  out << value;
-  return out.str();
-}
-
-void check_op(const OpSpec& op, size_t position) {
-  const std::string where = "op " + std::to_string(position) + " (" + kind_name(op.kind) + ")";
-  if (op.index) {
-    TORCH_CHECK_VALUE(*op.index >= 0 && *op.index <= 0xffff, where,
-                      ": index must be in 0..65535, got ", *op.index);
-  }
-  switch (op.kind) {
-    case OpKind::kShift:
-      TORCH_CHECK_VALUE(op.pad >= 0 && op.pad <= (1 << 20), where,
-                        ": pad must be in 0..1048576 pixels, got ", op.pad);
-      break;
-    case OpKind::kCrop:
-      TORCH_CHECK_VALUE(op.crop_h >= 1 && op.crop_w >= 1, where,
-                        ": size must be positive (size=N or size=HxW), got ", op.crop_h, "x",
-                        op.crop_w);
-      break;
-    case OpKind::kOverlay: {
-      TORCH_CHECK_VALUE(std::isfinite(op.alpha) && op.alpha >= 0.0 && op.alpha <= 1.0, where,
-                        ": alpha must be in [0, 1], got ", op.alpha);
-      if (op.alpha_max) {
-        const double hi = *op.alpha_max;
-        TORCH_CHECK_VALUE(std::isfinite(hi) && hi >= op.alpha && hi <= 1.0, where,
-                          ": alpha_max must be in [alpha, 1] = [", op.alpha, ", 1], got ", hi);
-      }
-      break;
-    }
-  }
+std::string format_value(const KeyValue& value, OpStyle style) {
+  if (const auto* i = std::get_if<int64_t>(&value)) return std::to_string(*i);
+  if (const auto* f = std::get_if<double>(&value)) return format_number(*f);
+  if (const auto* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
+  if (const auto* s = std::get_if<std::string>(&value)) return *s;
+  const FrameSize size = std::get<FrameSize>(value);
+  if (size.height == size.width) return std::to_string(size.height);
+  if (style == OpStyle::kText) return format_size(size);
+  return "[" + std::to_string(size.height) + ", " + std::to_string(size.width) + "]";
 }
 
 }  // namespace
 
+OpSpec::OpSpec(OpKind kind) : kind_(kind) {
+  for (const KeySpec& key : schema().keys) values_.push_back(key.default_value);
+}
+
+size_t OpSpec::position(const std::string& key) const {
+  const int at = schema().key_position(key);
+  if (at < 0) throw std::logic_error(schema().name + " has no key '" + key + "'");
+  return static_cast<size_t>(at);
+}
+
+const KeyValue& OpSpec::value(const std::string& key) const { return values_[position(key)]; }
+
+OpSpec& OpSpec::set(const std::string& key, KeyValue value) {
+  const size_t at = position(key);
+  const KeySpec& spec = schema().keys[at];
+  if (std::holds_alternative<int64_t>(value) && spec.type == KeyType::kFloat)
+    value = static_cast<double>(std::get<int64_t>(value));
+  const bool unset = std::holds_alternative<std::monostate>(value);
+  const size_t want = 1 + static_cast<size_t>(spec.type);  // KeyType order == KeyValue order
+  if (unset ? !(spec.optional || spec.required) : value.index() != want)
+    throw std::logic_error(schema().name + "." + key + ": value of the wrong type");
+  values_[at] = std::move(value);
+  return *this;
+}
+
+template <typename T>
+static const T& typed(const OpSpec& op, const std::string& key) {
+  const T* v = std::get_if<T>(&op.value(key));
+  if (v == nullptr) throw std::logic_error(op.schema().name + "." + key + " is unset");
+  return *v;
+}
+
+int64_t OpSpec::get_int(const std::string& key) const { return typed<int64_t>(*this, key); }
+double OpSpec::get_float(const std::string& key) const { return typed<double>(*this, key); }
+bool OpSpec::get_bool(const std::string& key) const { return typed<bool>(*this, key); }
+const std::string& OpSpec::get_choice(const std::string& key) const {
+  return typed<std::string>(*this, key);
+}
+FrameSize OpSpec::get_size(const std::string& key) const { return typed<FrameSize>(*this, key); }
+
+std::optional<double> OpSpec::get_optional_float(const std::string& key) const {
+  const KeyValue& v = value(key);
+  if (std::holds_alternative<std::monostate>(v)) return std::nullopt;
+  return std::get<double>(v);
+}
+
+std::optional<int64_t> OpSpec::index() const {
+  const KeyValue& v = value("index");
+  if (std::holds_alternative<std::monostate>(v)) return std::nullopt;
+  return std::get<int64_t>(v);
+}
+
 OpSpec OpSpec::shift(int64_t pad, const std::string& padding) {
-  TORCH_CHECK_VALUE(padding == "replicate" || padding == "zeros",
-                    "shift: padding must be 'replicate' or 'zeros', got '", padding, "'");
-  OpSpec op;
-  op.kind = OpKind::kShift;
-  op.pad = pad;
-  op.zeros = padding == "zeros";
+  OpSpec op(OpKind::kShift);
+  op.set("pad", pad).set("padding", padding);
   return op;
 }
 
 OpSpec OpSpec::crop(int64_t height, int64_t width, bool center) {
-  OpSpec op;
-  op.kind = OpKind::kCrop;
-  op.crop_h = height;
-  op.crop_w = width;
-  op.center = center;
+  OpSpec op(OpKind::kCrop);
+  op.set("size", FrameSize{height, width}).set("center", center);
   return op;
 }
 
 OpSpec OpSpec::overlay(double alpha, std::optional<double> alpha_max, bool per_frame) {
-  OpSpec op;
-  op.kind = OpKind::kOverlay;
-  op.alpha = alpha;
-  op.alpha_max = alpha_max;
-  op.per_frame = per_frame;
+  OpSpec op(OpKind::kOverlay);
+  op.set("alpha", alpha).set("per_frame", per_frame);
+  if (alpha_max) op.set("alpha_max", *alpha_max);
   return op;
+}
+
+bool operator==(const OpSpec& a, const OpSpec& b) {
+  return a.kind() == b.kind() && a.values() == b.values();
+}
+
+std::optional<KeyProblem> check_op(const OpSpec& op) {
+  const OpSchema& schema = op.schema();
+  for (size_t i = 0; i < schema.keys.size(); ++i) {
+    if (auto message = check_key(schema, schema.keys[i], op.values()[i], op.values()))
+      return KeyProblem{schema.keys[i].name, *message};
+  }
+  return std::nullopt;
 }
 
 Pipeline parse_pipeline(const std::string& text) {
   Pipeline pipeline;
   if (text.empty()) return pipeline;
   for (const std::string& op_text : split(text, '|')) {
-    const std::string where = "op " + std::to_string(pipeline.size());
-    OpSpec op;
-    bool named = false;
-    std::string padding = "replicate";
-    bool has_size = false;
-    for (const std::string& field : split(op_text, ',')) {
+    const std::string at_op = "op " + std::to_string(pipeline.size());
+    // The op's name first: its keys depend on it, and it may come last.
+    const OpSchema* schema = nullptr;
+    const std::vector<std::string> fields = split(op_text, ',');
+    for (const std::string& field : fields) {
       const auto eq = field.find('=');
-      TORCH_CHECK_VALUE(eq != std::string::npos, where, ": expected key=value, got '", field, "'");
+      TORCH_CHECK_VALUE(eq != std::string::npos, at_op, ": expected key=value, got '", field, "'");
+      if (field.substr(0, eq) != "op") continue;
+      const std::string name = field.substr(eq + 1);
+      schema = find_op_schema(name);
+      TORCH_CHECK_VALUE(schema != nullptr, at_op, ": op must be one of ", op_name_list(), "; got '",
+                        name, "'");
+    }
+    TORCH_CHECK_VALUE(schema != nullptr, at_op, ": missing 'op' (one of ", op_name_list(), ") in '",
+                      op_text, "'");
+    OpSpec op(schema->kind);
+    const std::string at = where(pipeline.size(), op);
+    for (const std::string& field : fields) {
+      const auto eq = field.find('=');
       const std::string key = field.substr(0, eq);
-      const std::string value = field.substr(eq + 1);
-      const std::string at = where + " key '" + key + "'";
-      if (key == "op") {
-        if (value == "shift")
-          op.kind = OpKind::kShift;
-        else if (value == "crop")
-          op.kind = OpKind::kCrop;
-        else if (value == "overlay")
-          op.kind = OpKind::kOverlay;
-        else
-          TORCH_CHECK_VALUE(false, where, ": op must be shift, crop or overlay, got '", value, "'");
-        named = true;
-      } else if (key == "index") {
-        op.index = parse_int(at, value);
-      } else if (key == "pad") {
-        op.pad = parse_int(at, value);
-      } else if (key == "padding") {
-        padding = value;
-      } else if (key == "size") {
-        parse_size(at, value, &op.crop_h, &op.crop_w);
-        has_size = true;
-      } else if (key == "center") {
-        op.center = parse_bool(at, value);
-      } else if (key == "alpha") {
-        op.alpha = parse_double(at, value);
-      } else if (key == "alpha_max") {
-        if (value != "None") op.alpha_max = parse_double(at, value);
-      } else if (key == "per_frame") {
-        op.per_frame = parse_bool(at, value);
-      } else {
-        TORCH_CHECK_VALUE(false, where, ": unknown key '", key,
-                          "'; known keys: op, index, pad, padding (shift), size, center (crop), "
-                          "alpha, alpha_max, per_frame (overlay)");
+      if (key == "op") continue;
+      const int position = schema->key_position(key);
+      if (position < 0) {
+        bool other_op = false;
+        for (const OpSchema& other : op_schemas()) other_op |= other.key_position(key) >= 0;
+        TORCH_CHECK_VALUE(!other_op, at, ": key '", key, "' does not apply to ", schema->name, "; ",
+                          schema->name, " takes ", schema->key_list());
+        TORCH_CHECK_VALUE(false, at, ": unknown key '", key, "'; ", schema->name, " takes ",
+                          schema->key_list());
       }
+      const KeySpec& spec = schema->keys[static_cast<size_t>(position)];
+      op.set(key, parse_value(spec, at + ": " + key, field.substr(eq + 1)));
     }
-    TORCH_CHECK_VALUE(named, where, ": missing 'op' (shift, crop or overlay) in '", op_text, "'");
-    const char* name = kind_name(op.kind);
-    const auto only_for = [&](bool allowed, const char* key) {
-      TORCH_CHECK_VALUE(allowed, where, " (", name, "): key '", key, "' does not apply to ", name,
-                        "; ", name, " takes ",
-                        op.kind == OpKind::kShift  ? "pad, padding, index"
-                        : op.kind == OpKind::kCrop ? "size, center, index"
-                                                   : "alpha, alpha_max, per_frame, index");
-    };
-    for (const std::string& field : split(op_text, ',')) {
-      const std::string key = field.substr(0, field.find('='));
-      if (key == "pad" || key == "padding") only_for(op.kind == OpKind::kShift, key.c_str());
-      if (key == "size" || key == "center") only_for(op.kind == OpKind::kCrop, key.c_str());
-      if (key == "alpha" || key == "alpha_max" || key == "per_frame")
-        only_for(op.kind == OpKind::kOverlay, key.c_str());
-    }
-    if (op.kind == OpKind::kShift) {
-      TORCH_CHECK_VALUE(padding == "replicate" || padding == "zeros", where,
-                        " (shift): padding must be 'replicate' or 'zeros', got '", padding, "'");
-      op.zeros = padding == "zeros";
-    }
-    if (op.kind == OpKind::kCrop) {
-      TORCH_CHECK_VALUE(has_size, where, " (crop): missing 'size' (size=N or size=HxW)");
-    }
-    check_op(op, pipeline.size());
-    pipeline.push_back(op);
+    check_op_at(op, pipeline.size());
+    pipeline.push_back(std::move(op));
   }
   return pipeline;
 }
 
-std::string format_pipeline(const Pipeline& pipeline) {
-  std::ostringstream out;
-  for (size_t i = 0; i < pipeline.size(); ++i) {
-    const OpSpec& op = pipeline[i];
-    if (i) out << '|';
-    out << "op=" << kind_name(op.kind);
-    if (op.index) out << ",index=" << *op.index;
-    switch (op.kind) {
-      case OpKind::kShift:
-        out << ",pad=" << op.pad << ",padding=" << (op.zeros ? "zeros" : "replicate");
-        break;
-      case OpKind::kCrop:
-        out << ",size=" << op.crop_h << 'x' << op.crop_w
-            << ",center=" << (op.center ? "true" : "false");
-        break;
-      case OpKind::kOverlay:
-        out << ",alpha=" << format_double(op.alpha);
-        if (op.alpha_max) out << ",alpha_max=" << format_double(*op.alpha_max);
-        out << ",per_frame=" << (op.per_frame ? "true" : "false");
-        break;
-    }
+std::string format_op(const OpSpec& op, OpStyle style) {
+  const bool text = style == OpStyle::kText;
+  const char* assign = text ? "=" : ": ";
+  const char* sep = text ? "," : ", ";
+  std::string out = std::string(text ? "" : "{") + "op" + assign + op.schema().name;
+  for (size_t i = 0; i < op.values().size(); ++i) {
+    const KeyValue& value = op.values()[i];
+    if (std::holds_alternative<std::monostate>(value)) continue;
+    out += sep + op.schema().keys[i].name + assign + format_value(value, style);
   }
-  return out.str();
+  return text ? out : out + "}";
+}
+
+std::string format_pipeline(const Pipeline& pipeline) {
+  std::string out;
+  for (size_t i = 0; i < pipeline.size(); ++i)
+    out += (i ? "|" : "") + format_op(pipeline[i], OpStyle::kText);
+  return out;
+}
+
+FrameSizeWalk walk_frame_sizes(const Pipeline& pipeline, const FrameSize& input) {
+  FrameSizeWalk walk;
+  walk.sizes.push_back(input);
+  for (size_t k = 0; k < pipeline.size(); ++k) {
+    const OpSchema& schema = pipeline[k].schema();
+    const KeyValue none;
+    const KeyValue& size = schema.size_key.empty() ? none : pipeline[k].value(schema.size_key);
+    std::string problem;
+    const std::optional<FrameSize> next =
+        frame_size_after_op(schema, size, walk.sizes.back(), &problem);
+    if (!next) {
+      walk.failed_op = k;
+      walk.problem = problem;
+      return walk;
+    }
+    walk.sizes.push_back(*next);
+  }
+  return walk;
+}
+
+std::vector<FrameSize> frame_sizes(const Pipeline& pipeline, const FrameSize& input) {
+  for (size_t k = 0; k < pipeline.size(); ++k) check_op_at(pipeline[k], k);
+  FrameSizeWalk walk = walk_frame_sizes(pipeline, input);
+  if (walk.failed_op) {
+    TORCH_CHECK_VALUE(false, where(*walk.failed_op, pipeline[*walk.failed_op]), ": ", walk.problem);
+  }
+  return std::move(walk.sizes);
 }
 
 uint32_t blend_weight(double alpha) {
@@ -239,7 +278,7 @@ uint32_t blend_weight(double alpha) {
 
 bool has_overlay(const Pipeline& pipeline) {
   for (const OpSpec& op : pipeline)
-    if (op.kind == OpKind::kOverlay) return true;
+    if (op.schema().needs.pool) return true;
   return false;
 }
 
@@ -249,54 +288,55 @@ PipelineDesc resolve_pipeline(const Pipeline& pipeline, const FrameGeometry& g, 
                     kMaxOps, " ops, got ", pipeline.size());
   TORCH_CHECK_VALUE(g.height >= 1 && g.width >= 1 && g.height <= (1 << 30) && g.width <= (1 << 30),
                     "obs frames must be between 1x1 and 2^30 x 2^30, got ", g.height, "x", g.width);
+  const std::vector<FrameSize> sizes = frame_sizes(pipeline, {g.height, g.width});
   PipelineDesc desc{};
   desc.n_ops = static_cast<int32_t>(pipeline.size());
   desc.in_h = static_cast<int32_t>(g.height);
   desc.in_w = static_cast<int32_t>(g.width);
+  desc.out_h = static_cast<int32_t>(sizes.back().height);
+  desc.out_w = static_cast<int32_t>(sizes.back().width);
   desc.frame_channels = static_cast<int32_t>(g.frame_channels);
   desc.pool_size = static_cast<int32_t>(g.pool_size);
   desc.seed = seed;
   desc.step = step;
-  int32_t h = desc.in_h;
-  int32_t w = desc.in_w;
   for (size_t k = 0; k < pipeline.size(); ++k) {
     const OpSpec& spec = pipeline[k];
-    check_op(spec, k);
-    const std::string where = "op " + std::to_string(k) + " (" + kind_name(spec.kind) + ")";
     OpDesc& op = desc.ops[k];
-    op.kind = spec.kind;
-    op.index = static_cast<uint32_t>(spec.index.value_or(static_cast<int64_t>(k)));
-    op.in_h = op.out_h = h;
-    op.in_w = op.out_w = w;
-    switch (spec.kind) {
+    op.kind = spec.kind();
+    op.index = static_cast<uint32_t>(spec.index().value_or(static_cast<int64_t>(k)));
+    op.in_h = static_cast<int32_t>(sizes[k].height);
+    op.in_w = static_cast<int32_t>(sizes[k].width);
+    op.out_h = static_cast<int32_t>(sizes[k + 1].height);
+    op.out_w = static_cast<int32_t>(sizes[k + 1].width);
+    if (spec.schema().needs.pool) {
+      const int32_t h = op.in_h;
+      const int32_t w = op.in_w;
+      TORCH_CHECK_VALUE(g.pool_size >= 1, where(k, spec),
+                        ": needs a distractor pool [P, C, H, W] with P >= 1, got ",
+                        g.pool_size == 0 ? "no pool" : "an empty pool");
+      TORCH_CHECK_VALUE(g.pool_h == h && g.pool_w == w, where(k, spec), ": pool images are ",
+                        g.pool_h, "x", g.pool_w, " but this op sees ", h, "x", w,
+                        " frames; build the pool with image_size (", h, ", ", w,
+                        ") (obsaug never resizes silently)");
+    }
+    // Each op's values as its per-pixel math reads them (kernels/pipeline.h).
+    switch (spec.kind()) {
       case OpKind::kShift:
-        op.pad = static_cast<int32_t>(spec.pad);
-        op.zeros = spec.zeros;
+        op.pad = static_cast<int32_t>(spec.get_int("pad"));
+        op.zeros = spec.get_choice("padding") == "zeros";
         break;
       case OpKind::kCrop:
-        TORCH_CHECK_VALUE(spec.crop_h <= h && spec.crop_w <= w, where, ": crop size ", spec.crop_h,
-                          "x", spec.crop_w, " is larger than its input ", h, "x", w,
-                          "; the crop must fit inside the frame");
-        op.center = spec.center;
-        op.out_h = h = static_cast<int32_t>(spec.crop_h);
-        op.out_w = w = static_cast<int32_t>(spec.crop_w);
+        op.center = spec.get_bool("center");
         break;
-      case OpKind::kOverlay:
-        TORCH_CHECK_VALUE(g.pool_size >= 1, where,
-                          ": needs a distractor pool [P, C, H, W] with P >= 1, got ",
-                          g.pool_size == 0 ? "no pool" : "an empty pool");
-        TORCH_CHECK_VALUE(g.pool_h == h && g.pool_w == w, where, ": pool images are ", g.pool_h,
-                          "x", g.pool_w, " but this op sees ", h, "x", w,
-                          " frames; build the pool with image_size (", h, ", ", w,
-                          ") (obsaug never resizes silently)");
-        op.per_frame = spec.per_frame;
-        op.weight_lo = blend_weight(spec.alpha);
-        op.weight_hi = blend_weight(spec.alpha_max.value_or(spec.alpha));
+      case OpKind::kOverlay: {
+        const double alpha = spec.get_float("alpha");
+        op.per_frame = spec.get_bool("per_frame");
+        op.weight_lo = blend_weight(alpha);
+        op.weight_hi = blend_weight(spec.get_optional_float("alpha_max").value_or(alpha));
         break;
+      }
     }
   }
-  desc.out_h = h;
-  desc.out_w = w;
   return desc;
 }
 

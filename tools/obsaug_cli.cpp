@@ -442,8 +442,8 @@ int cmd_bench(int argc, char** argv) {
                                       static_cast<double>(planes) * out_h * out_w * out_elem;
   double pool_bytes_per_sample = 0;
   for (const OpSpec& op : config.pipeline) {
-    if (op.kind != OpKind::kOverlay) continue;
-    pool_bytes_per_sample += static_cast<double>(op.per_frame ? planes : f.channels) *
+    if (op.kind() != OpKind::kOverlay) continue;
+    pool_bytes_per_sample += static_cast<double>(op.get_bool("per_frame") ? planes : f.channels) *
                              config.pool.image_height * config.pool.image_width;
   }
   const double bytes = (obs_bytes_per_sample + pool_bytes_per_sample) * done;

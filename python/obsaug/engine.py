@@ -85,9 +85,14 @@ class Engine:
         return self._native.step
 
     @property
-    def config(self) -> str:
-        """The resolved config as YAML (every key, inferred sizes, absolute sources)."""
-        return self._native.config_text
+    def config(self) -> Dict[str, Any]:
+        """The resolved config as a dict (every key, inferred sizes, absolute sources);
+        ``Engine(engine.config)`` builds an engine with the same config."""
+        return self._native.config_dict()
+
+    def config_yaml(self) -> str:
+        """The resolved config as YAML text, as ``obsaug check-config`` prints it."""
+        return self._native.config_yaml()
 
     @property
     def device(self) -> torch.device:

@@ -9,18 +9,43 @@ with a fake kernel, so it traces under ``torch.compile(fullgraph=True)``.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence, Tuple, Union
+import copy
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
-__all__ = ["shift", "crop", "overlay", "augment", "gather_augment", "pipeline_text"]
+from . import _C
 
+__all__ = ["shift", "crop", "overlay", "augment", "gather_augment", "pipeline_text", "schema",
+           "frame_sizes"]
+
+# The op schema (kernels/op_schema.cpp): every op's keys with their types,
+# defaults and ranges, its effect on the frame size and what it needs. The
+# checks, key lists and defaults below read it; ranges are checked by the
+# native parser, so a value out of range fails here with the same text as in
+# a YAML config.
+_SCHEMA: Dict[str, Dict[str, Any]] = _C.op_schema()
+_OP_NAMES = ", ".join(_SCHEMA)
+_TYPE_WORDS = {"int": "an int", "float": "a number", "bool": "a bool", "enum": "a str",
+               "size": "an int or (height, width)"}
 _U64 = 1 << 64
-_OP_KEYS = {
-    "shift": {"pad", "padding"},
-    "crop": {"size", "center"},
-    "overlay": {"alpha", "alpha_max", "per_frame"},
-}
+_INT64 = 1 << 63
+
+
+def schema() -> Dict[str, Dict[str, Any]]:
+    """Every op as plain data (a copy): ``{name: {"doc", "keys": {key: {"type",
+    "default", "optional", "required", "range", "default_text", "min"/"max"/"min_key"/
+    "choices", "doc"}}, "frame_size", "size_key", "needs_pool", "mixes_channels",
+    "neighbourhood_3x3", "frame_reduction"}}``.
+
+    ``type`` is int, float, bool, enum or size (N or (height, width)); ``range`` is the
+    text the errors print; ``frame_size`` is keeps, crops_to_size or grows_to_size
+    (to the value of ``size_key``)."""
+    return copy.deepcopy(_SCHEMA)
+
+
+def _default(op: str, key: str) -> Any:
+    return _SCHEMA[op]["keys"][key]["default"]
 
 
 def _as_int64(name: str, value: int) -> int:
@@ -30,10 +55,6 @@ def _as_int64(name: str, value: int) -> int:
     if not 0 <= value < _U64:
         raise ValueError(f"{name} must be in [0, 2**64), got {value}")
     return value - _U64 if value >= 1 << 63 else value
-
-
-_INT64 = 1 << 63
-_NUMERIC_KEYS = {"pad", "alpha", "alpha_max", "index"}
 
 
 def _int_arg(name: str, value: int) -> int:
@@ -52,25 +73,42 @@ def _size_pair(size: Union[int, Sequence[int]]) -> Tuple[int, int]:
         isinstance(s, int) and not isinstance(s, bool) for s in size
     ):
         return int(size[0]), int(size[1])
-    raise ValueError(f"crop size must be an int or (height, width), got {size!r}")
+    raise ValueError(f"size must be an int N or (height, width), got {size!r}")
 
 
-def _format_value(key: str, value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if key == "size":
+def _value_text(where: str, key: str, spec: Mapping[str, Any], value: Any) -> Optional[str]:
+    """``value`` of key ``key`` in the text form, after the schema's type check
+    (None: an optional key left unset)."""
+    kind = spec["type"]
+    if value is None and spec["optional"]:
+        return None
+    not_bool = not isinstance(value, bool)
+    if kind == "size":
         h, w = _size_pair(value)
         return f"{h}x{w}"
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
+    if kind == "int":
+        ok, text = not_bool and isinstance(value, int), str(value)
+    elif kind == "float":
+        ok = not_bool and isinstance(value, (int, float))
+        text = repr(float(value)) if ok else ""
+    elif kind == "bool":
+        ok, text = not not_bool, "true" if value else "false"
+    else:  # enum: the native parser checks the choice
+        ok, text = isinstance(value, str), str(value)
+    if not ok:
+        raise TypeError(f"{where}: {key} must be {_TYPE_WORDS[kind]}, "
+                        f"got {type(value).__name__} {value!r}")
+    if any(c in text for c in ",|="):
+        raise ValueError(f"{where}: bad value {value!r} for {key!r}")
+    return text
 
 
 def pipeline_text(ops: Sequence[Mapping[str, Any]]) -> str:
     """The one-line form of an op list that ``torch.ops.obsaug.augment`` takes.
 
     ``ops`` is an ordered list of dicts such as ``{"op": "shift", "pad": 4}``;
-    op ``k`` uses counter index ``k`` unless it says ``"index"``.
+    op ``k`` uses counter index ``k`` unless it says ``"index"``. Keys and types
+    come from :func:`schema`.
     """
     if isinstance(ops, Mapping) or not isinstance(ops, (list, tuple)):
         raise TypeError(f"ops must be a list of dicts like [{{'op': 'shift', 'pad': 4}}], got {ops!r}")
@@ -78,43 +116,42 @@ def pipeline_text(ops: Sequence[Mapping[str, Any]]) -> str:
     for position, op in enumerate(ops):
         if not isinstance(op, Mapping) or "op" not in op:
             raise ValueError(f"ops[{position}] must be a dict with an 'op' key "
-                             f"(shift, crop or overlay), got {op!r}")
+                             f"(one of {_OP_NAMES}), got {op!r}")
         name = op["op"]
-        if name not in _OP_KEYS:
-            raise ValueError(f"ops[{position}]: op must be shift, crop or overlay, got {name!r}")
-        allowed = _OP_KEYS[name] | {"op", "index"}
-        unknown = sorted(set(op) - allowed)
+        if not isinstance(name, str) or name not in _SCHEMA:
+            raise ValueError(f"ops[{position}]: op must be one of {_OP_NAMES}; got {name!r}")
+        keys = _SCHEMA[name]["keys"]
+        where = f"ops[{position}] ({name})"
+        unknown = [key for key in op if key != "op" and key not in keys]
         if unknown:
-            raise ValueError(f"ops[{position}] ({name}): unknown key(s) {unknown}; "
-                             f"allowed: {sorted(allowed)}")
+            raise ValueError(f"{where}: unknown key(s) {unknown}; {name} takes op, "
+                             f"{', '.join(keys)}")
         fields = [f"op={name}"]
         for key, value in op.items():
-            if key == "op" or (key == "alpha_max" and value is None):
+            if key == "op":
                 continue
-            if key in _NUMERIC_KEYS and (isinstance(value, bool)
-                                         or not isinstance(value, (int, float))):
-                raise TypeError(f"ops[{position}] ({name}): {key} must be a number, "
-                                f"got {type(value).__name__} {value!r}")
-            text = _format_value(key, value)
-            if any(c in text for c in ",|="):
-                raise ValueError(f"ops[{position}] ({name}): bad value {value!r} for {key!r}")
-            fields.append(f"{key}={text}")
+            text = _value_text(where, key, keys[key], value)
+            if text is not None:
+                fields.append(f"{key}={text}")
         parts.append(",".join(fields))
     return "|".join(parts)
 
 
-def _output_hw(obs: torch.Tensor, text: str) -> Tuple[int, int]:
-    h, w = obs.shape[-2], obs.shape[-1]
-    for op in text.split("|") if text else []:
-        fields = dict(f.split("=", 1) for f in op.split(","))
-        if fields.get("op") == "crop" and "size" in fields:
-            size = fields["size"]
-            ch, cw = (int(v) for v in size.split("x")) if "x" in size else (int(size), int(size))
-            if not (0 < ch <= h and 0 < cw <= w):
-                raise ValueError(f"crop size {ch}x{cw} must be positive and fit the {h}x{w} "
-                                 "frames it is applied to")
-            h, w = ch, cw
-    return h, w
+def frame_sizes(ops: Sequence[Mapping[str, Any]], height: int,
+                width: int) -> List[Tuple[int, int]]:
+    """(height, width) at each op's input and after the last op (``len(ops) + 1``
+    entries) on ``height x width`` frames; ValueError when a value is out of range or
+    a size does not fit."""
+    return [tuple(s) for s in _C.frame_sizes(pipeline_text(ops), height, width)]
+
+
+def _output_hw(h: Any, w: Any, text: str) -> Tuple[Any, Any]:
+    """The fake kernels' output frame size: the native frame_sizes walk. A side that
+    is symbolic (torch.compile with dynamic shapes) passes as unknown and stays
+    symbolic unless an op sets it."""
+    out_h, out_w = _C.frame_sizes(text, h if isinstance(h, int) else None,
+                                  w if isinstance(w, int) else None)[-1]
+    return (h if out_h is None else out_h), (w if out_w is None else out_w)
 
 
 def _same_device(first: torch.Tensor, **others: Optional[torch.Tensor]) -> None:
@@ -126,15 +163,15 @@ def _same_device(first: torch.Tensor, **others: Optional[torch.Tensor]) -> None:
                              f"({first.device}), got {t.device}")
 
 
-def shift(obs: torch.Tensor, *, seed: int, step: int, pad: int = 4,
-          padding: str = "replicate", op_index: int = 0) -> torch.Tensor:
+def shift(obs: torch.Tensor, *, seed: int, step: int, pad: int = _default("shift", "pad"),
+          padding: str = _default("shift", "padding"), op_index: int = 0) -> torch.Tensor:
     """Random shift by (dx, dy) in [-pad, pad]^2, border replicated or zero-filled."""
     return torch.ops.obsaug.shift(obs, _as_int64("seed", seed), _as_int64("step", step),
                                   _int_arg("pad", pad), padding, _int_arg("op_index", op_index))
 
 
 def crop(obs: torch.Tensor, *, seed: int, step: int, size: Union[int, Sequence[int]],
-         center: bool = False, op_index: int = 0) -> torch.Tensor:
+         center: bool = _default("crop", "center"), op_index: int = 0) -> torch.Tensor:
     """Random (or centre) crop to ``size`` (N or (H, W)), every offset equally likely."""
     h, w = _size_pair(size)
     return torch.ops.obsaug.crop(obs, _as_int64("seed", seed), _as_int64("step", step),
@@ -143,8 +180,10 @@ def crop(obs: torch.Tensor, *, seed: int, step: int, size: Union[int, Sequence[i
 
 
 def overlay(obs: torch.Tensor, pool: torch.Tensor, *, seed: int, step: int,
-            alpha: float = 0.5, alpha_max: Optional[float] = None, per_frame: bool = False,
-            op_index: int = 0, inplace: bool = False) -> torch.Tensor:
+            alpha: float = _default("overlay", "alpha"),
+            alpha_max: Optional[float] = _default("overlay", "alpha_max"),
+            per_frame: bool = _default("overlay", "per_frame"), op_index: int = 0,
+            inplace: bool = False) -> torch.Tensor:
     """Blend a random pool image into each sample with weight alpha (or U[alpha, alpha_max])."""
     args = (obs, pool, _as_int64("seed", seed), _as_int64("step", step), float(alpha),
             None if alpha_max is None else float(alpha_max), per_frame,
@@ -201,7 +240,7 @@ def gather_augment(storage: torch.Tensor, indices: torch.Tensor,
 @torch.library.register_fake("obsaug::augment")
 def _augment_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bias=0.0):
     _same_device(obs, pool=pool)
-    h, w = _output_hw(obs, pipeline)
+    h, w = _output_hw(obs.shape[-2], obs.shape[-1], pipeline)
     return obs.new_empty((obs.shape[0], obs.shape[1], h, w), dtype=out_dtype or obs.dtype)
 
 
@@ -209,7 +248,7 @@ def _augment_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bi
 def _gather_augment_fake(storage, indices, pool, pipeline, seed, step, out_dtype=None, scale=1.0,
                          bias=0.0):
     _same_device(storage, indices=indices, pool=pool)
-    h, w = _output_hw(storage, pipeline)
+    h, w = _output_hw(storage.shape[-2], storage.shape[-1], pipeline)
     return storage.new_empty((indices.shape[0], indices.shape[1] * storage.shape[1], h, w),
                              dtype=out_dtype or storage.dtype)
 
@@ -217,33 +256,42 @@ def _gather_augment_fake(storage, indices, pool, pipeline, seed, step, out_dtype
 @torch.library.register_fake("obsaug::augment_")
 def _augment_inplace_fake(obs, pool, pipeline, seed, step):
     _same_device(obs, pool=pool)
-    _output_hw(obs, pipeline)
+    _output_hw(obs.shape[-2], obs.shape[-1], pipeline)
     return None
 
 
-@torch.library.register_fake("obsaug::shift")
-def _shift_fake(obs, seed, step, pad=4, padding="replicate", op_index=0):
-    return torch.empty_like(obs, memory_format=torch.contiguous_format)
-
-
-@torch.library.register_fake("obsaug::crop")
-def _crop_fake(obs, seed, step, size, center=False, op_index=0):
-    h, w = size[0], size[-1]
-    if not (0 < h <= obs.shape[-2] and 0 < w <= obs.shape[-1]):
-        raise ValueError(f"crop size {h}x{w} must be positive and fit the "
-                         f"{obs.shape[-2]}x{obs.shape[-1]} frames")
+def _single_op_fake(obs: torch.Tensor, op: Mapping[str, Any]) -> torch.Tensor:
+    """The output of one op on obs: its frame size from the native walk, which
+    also checks the op's values as the real kernel does."""
+    h, w = _output_hw(obs.shape[-2], obs.shape[-1], pipeline_text([op]))
     return obs.new_empty((obs.shape[0], obs.shape[1], h, w))
 
 
+@torch.library.register_fake("obsaug::shift")
+def _shift_fake(obs, seed, step, pad, padding, op_index):
+    return _single_op_fake(obs, {"op": "shift", "pad": pad, "padding": padding,
+                                 "index": op_index})
+
+
+@torch.library.register_fake("obsaug::crop")
+def _crop_fake(obs, seed, step, size, center, op_index):
+    h, w = size[0], size[-1]
+    if not (isinstance(h, int) and isinstance(w, int)):  # symbolic: nothing to check
+        return obs.new_empty((obs.shape[0], obs.shape[1], h, w))
+    return _single_op_fake(obs, {"op": "crop", "size": (h, w), "center": center,
+                                 "index": op_index})
+
+
 @torch.library.register_fake("obsaug::overlay")
-def _overlay_fake(obs, pool, seed, step, alpha=0.5, alpha_max=None, per_frame=False,
-                  op_index=0):
+def _overlay_fake(obs, pool, seed, step, alpha, alpha_max, per_frame, op_index):
     _same_device(obs, pool=pool)
-    return torch.empty_like(obs, memory_format=torch.contiguous_format)
+    return _single_op_fake(obs, {"op": "overlay", "alpha": alpha, "alpha_max": alpha_max,
+                                 "per_frame": per_frame, "index": op_index})
 
 
 @torch.library.register_fake("obsaug::overlay_")
-def _overlay_inplace_fake(obs, pool, seed, step, alpha=0.5, alpha_max=None, per_frame=False,
-                          op_index=0):
+def _overlay_inplace_fake(obs, pool, seed, step, alpha, alpha_max, per_frame, op_index):
     _same_device(obs, pool=pool)
+    _single_op_fake(obs, {"op": "overlay", "alpha": alpha, "alpha_max": alpha_max,
+                          "per_frame": per_frame, "index": op_index})
     return None

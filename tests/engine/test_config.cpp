@@ -97,8 +97,8 @@ TEST(ConfigDefaults, NullMeansDefault) {
 TEST(ConfigDefaults, OpDefaults) {
   const Config c = load_config_string("pipeline: [{op: shift}, {op: crop, size: 80}]");
   ASSERT_EQ(c.pipeline.size(), 2u);
-  EXPECT_EQ(c.pipeline[0].pad, 4);
-  EXPECT_FALSE(c.pipeline[0].zeros);
+  EXPECT_EQ(c.pipeline[0].get_int("pad"), 4);
+  EXPECT_EQ(c.pipeline[0].get_choice("padding"), "replicate");
   EXPECT_FALSE(c.pipeline[0].index.has_value());
   EXPECT_FALSE(c.pipeline[1].center);
 }
@@ -193,11 +193,14 @@ TEST_F(ConfigText, OutOfRange) {
   expect("pipeline: [{op: shift, index: 70000}]", "pipeline[0].index",
          {"must be in 0..65535, got 70000"});
   expect("pipeline: [{op: crop, size: 0}]", "pipeline[0].size",
-         {"must be in 1..1073741824, got 0"});
+         {"must be in 1..1073741824 per side, got 0x0"});
+  expect("pipeline: [{op: crop, size: [84, -1]}]", "pipeline[0].size",
+         {"must be in 1..1073741824 per side, got 84x-1"});
   expect("pipeline: [{op: crop, size: 100}]", "pipeline[0].size",
-         {"crop 100x100 does not fit its input: frames are 84x84"});
+         {"crop 100x100 is larger than its input 84x84 (the frame size at this stage); size "
+          "must be at most 84x84"});
   expect("pipeline: [{op: crop, size: 80}, {op: crop, size: [60, 82]}]", "pipeline[1].size",
-         {"crop 60x82 does not fit its input: frames are 80x80"});
+         {"crop 60x82 is larger than its input 80x80"});
   expect("pipeline: [{op: overlay, alpha: 1.5}]", "pipeline[0].alpha",
          {"must be in [0, 1], got 1.5"});
   expect("pipeline: [{op: overlay, alpha: -0.1}]", "pipeline[0].alpha", {"must be in [0, 1]"});
@@ -236,7 +239,7 @@ TEST_F(ConfigText, BadChoiceNamesTheAllowedValues) {
 TEST_F(ConfigText, MissingRequired) {
   expect("pipeline: [{op: shift}, {pad: 4, padding: zeros}]", "pipeline[1]",
          {"missing 'op' (one of shift, crop, overlay)", "keys pad, padding"});
-  expect("pipeline: [{op: crop}]", "pipeline[0]", {"crop needs 'size'"});
+  expect("pipeline: [{op: crop}]", "pipeline[0]", {"crop needs 'size' (N, or height and width)"});
   expect("pipeline: [{op: crop, size: ~}]", "pipeline[0]", {"crop needs 'size'"});
 }
 
@@ -293,18 +296,9 @@ TEST_F(ConfigText, PipelineConversion) {
       "  - {op: overlay, alpha: 0.25, alpha_max: 0.75, per_frame: true, index: 7}\n"
       "pool: {size: 16, sources: [photos]}\n");
   ASSERT_EQ(c.pipeline.size(), 3u);
-  EXPECT_EQ(c.pipeline[0].kind, OpKind::kShift);
-  EXPECT_EQ(c.pipeline[0].pad, 2);
-  EXPECT_TRUE(c.pipeline[0].zeros);
-  EXPECT_EQ(c.pipeline[1].kind, OpKind::kCrop);
-  EXPECT_EQ(c.pipeline[1].crop_h, 80);
-  EXPECT_EQ(c.pipeline[1].crop_w, 76);
-  EXPECT_TRUE(c.pipeline[1].center);
-  EXPECT_EQ(c.pipeline[2].kind, OpKind::kOverlay);
-  EXPECT_EQ(c.pipeline[2].alpha, 0.25);
-  EXPECT_EQ(c.pipeline[2].alpha_max, 0.75);
-  EXPECT_TRUE(c.pipeline[2].per_frame);
-  EXPECT_EQ(c.pipeline[2].index, 7);
+  EXPECT_EQ(c.pipeline[0], OpSpec::shift(2, "zeros"));
+  EXPECT_EQ(c.pipeline[1], OpSpec::crop(80, 76, true));
+  EXPECT_EQ(c.pipeline[2], OpSpec::overlay(0.25, 0.75, true).at_index(7));
   // The pool serves the overlay's stage: after the crop.
   EXPECT_EQ(c.pool.image_height, 80);
   EXPECT_EQ(c.pool.image_width, 76);
@@ -409,11 +403,11 @@ TEST(ConfigPresets, Default) {
   EXPECT_EQ(c.frames.channels, 3);
   EXPECT_EQ(c.frames.height, 84);
   ASSERT_EQ(c.pipeline.size(), 2u);
-  EXPECT_EQ(c.pipeline[0].kind, OpKind::kShift);
-  EXPECT_EQ(c.pipeline[0].pad, 4);
-  EXPECT_FALSE(c.pipeline[0].zeros);
-  EXPECT_EQ(c.pipeline[1].kind, OpKind::kOverlay);
-  EXPECT_EQ(c.pipeline[1].alpha, 0.5);
+  EXPECT_EQ(c.pipeline[0].kind(), OpKind::kShift);
+  EXPECT_EQ(c.pipeline[0].get_int("pad"), 4);
+  EXPECT_EQ(c.pipeline[0].get_choice("padding"), "replicate");
+  EXPECT_EQ(c.pipeline[1].kind(), OpKind::kOverlay);
+  EXPECT_EQ(c.pipeline[1].get_float("alpha"), 0.5);
   EXPECT_EQ(c.pool.size, 256);
   EXPECT_EQ(c.pool.image_height, 84);
   EXPECT_EQ(c.pool.sources, std::vector<std::string>{(kSourceDir / "data" / "photos").string()});
@@ -432,7 +426,7 @@ TEST(ConfigPresets, SveaOverlay) {
   }
   const Config c = load_preset("svea_overlay.yaml");
   ASSERT_EQ(c.pipeline.size(), 1u);
-  EXPECT_EQ(c.pipeline[0].alpha, 0.5);
+  EXPECT_EQ(c.pipeline[0].get_float("alpha"), 0.5);
   EXPECT_EQ(c.frames.stack, 3);
   EXPECT_EQ(c.frames.channels, 3);
   expect_resolves(c);
@@ -452,17 +446,17 @@ TEST(ConfigPresets, SveaOverlayLoadsWhenPlacesIsPresent) {
   EXPECT_EQ(c.pool.image_height, 84);
   EXPECT_EQ(c.pool.image_width, 84);
   EXPECT_EQ(c.frames.height, 84);
-  EXPECT_EQ(c.pipeline[0].kind, OpKind::kOverlay);
-  EXPECT_EQ(c.pipeline[0].alpha, 0.5);
+  EXPECT_EQ(c.pipeline[0].kind(), OpKind::kOverlay);
+  EXPECT_EQ(c.pipeline[0].get_float("alpha"), 0.5);
   expect_resolves(c);
 }
 
 TEST(ConfigPresets, DrqShift) {
   const Config c = load_preset("drq_shift.yaml");
   ASSERT_EQ(c.pipeline.size(), 1u);
-  EXPECT_EQ(c.pipeline[0].kind, OpKind::kShift);
-  EXPECT_EQ(c.pipeline[0].pad, 4);
-  EXPECT_FALSE(c.pipeline[0].zeros);
+  EXPECT_EQ(c.pipeline[0].kind(), OpKind::kShift);
+  EXPECT_EQ(c.pipeline[0].get_int("pad"), 4);
+  EXPECT_EQ(c.pipeline[0].get_choice("padding"), "replicate");
   EXPECT_TRUE(c.pool.sources.empty());
   EXPECT_EQ(frame_geometry(c).pool_size, 0);
   expect_resolves(c);
@@ -473,9 +467,8 @@ TEST(ConfigPresets, RadCrop) {
   EXPECT_EQ(c.frames.height, 100);
   EXPECT_EQ(c.frames.width, 100);
   ASSERT_EQ(c.pipeline.size(), 1u);
-  EXPECT_EQ(c.pipeline[0].kind, OpKind::kCrop);
-  EXPECT_EQ(c.pipeline[0].crop_h, 84);
-  EXPECT_EQ(c.pipeline[0].crop_w, 84);
+  EXPECT_EQ(c.pipeline[0].kind(), OpKind::kCrop);
+  EXPECT_EQ(c.pipeline[0].get_size("size"), (FrameSize{84, 84}));
   EXPECT_FALSE(c.pipeline[0].center);
   EXPECT_EQ(frame_size_after(c), (std::pair<int64_t, int64_t>{84, 84}));
   expect_resolves(c);
@@ -492,7 +485,7 @@ TEST(ConfigPresets, Atari) {
   EXPECT_EQ(c.frames.channels, 1);
   EXPECT_EQ(c.frames.height, 84);
   ASSERT_EQ(c.pipeline.size(), 2u);
-  EXPECT_EQ(c.pipeline[1].alpha, 0.3);
+  EXPECT_EQ(c.pipeline[1].get_float("alpha"), 0.3);
   EXPECT_EQ(frame_geometry(c).frame_channels, 1);
   expect_resolves(c);
 }
@@ -603,8 +596,8 @@ TEST(ConfigJson, JsonTextLoadsLikeTheYamlFile) {
       load_config_string(R"({"pipeline": [{"op": "overlay", "alpha": 1, "per_frame": true}], )"
                          R"("pool": {"sources": ["data/photos"]}})",
                          "<dict>", repo.path().string());
-  EXPECT_EQ(c.pipeline[0].alpha, 1.0);
-  EXPECT_TRUE(c.pipeline[0].per_frame);
+  EXPECT_EQ(c.pipeline[0].get_float("alpha"), 1.0);
+  EXPECT_TRUE(c.pipeline[0].get_bool("per_frame"));
 }
 
 }  // namespace

@@ -215,7 +215,7 @@ at::Tensor sequential(const at::Tensor& obs, const std::optional<at::Tensor>& po
   at::Tensor x = obs;
   for (size_t k = 0; k < pipeline.size(); ++k) {
     OpSpec op = pipeline[k];
-    op.at_index(op.index.value_or(static_cast<int64_t>(k)));
+    op.at_index(op.index().value_or(static_cast<int64_t>(k)));
     x = ops::augment(x, pool, {op}, seed, step);
   }
   return x;
@@ -238,8 +238,8 @@ TEST(AugmentReference, RandomPipelinesMatchPerPixelPath) {
       ++with_overlay;
     }
     for (const OpSpec& op : c.pipeline) {
-      with_crop += op.kind == OpKind::kCrop;
-      with_zeros += op.kind == OpKind::kShift && op.zeros;
+      with_crop += op.kind() == OpKind::kCrop;
+      with_zeros += op.kind() == OpKind::kShift && op.get_choice("padding") == "zeros";
     }
     const std::vector<int64_t> shape = {c.batch, c.stack * c.channels, c.height, c.width};
     const at::Tensor obs_u8 = random_u8(shape, rng);
@@ -359,8 +359,8 @@ TEST(AugmentByHand, ShiftReplicateAndZeros) {
     const PipelineDesc p =
         resolve_pipeline({OpSpec::shift(1)}, geometry_of(img, nullptr), seed, kStep);
     const OpDraw d = draw_op(p, p.ops[0], 0, 0);
-    EXPECT_EQ(d.a, 1);
-    EXPECT_EQ(d.b, -1);
+    EXPECT_EQ(d.offset_x, 1);
+    EXPECT_EQ(d.offset_y, -1);
     EXPECT_EQ(u8_values(ops::shift(img, seed, kStep, 1, "replicate")),
               (std::vector<int>{2, 3, 3, 2, 3, 3, 5, 6, 6}));
     EXPECT_EQ(u8_values(ops::shift(img, seed, kStep, 1, "zeros")),

@@ -169,10 +169,13 @@ TEST(HostileGeometry, ResolveRejectsImpossibleFrames) {
   expect_mentions(
       error_of<c10::ValueError>([&] { parse_pipeline("op=shift,pad=99999999999999999999"); }),
       {"pad", "integer"});
-  // Parses (the text form knows no frame), then is refused against one.
-  const Pipeline wraps = parse_pipeline("op=crop,size=4294967297x4");
-  expect_mentions(error_of<c10::ValueError>([&] { resolve_pipeline(wraps, g, 0, 0); }),
-                  {"4294967297x4", "larger than its input 8x8"});
+  // A side beyond 2^30 (that would wrap in int32) is refused by the parser's
+  // range check; one in range but larger than the frame, against the frame.
+  expect_mentions(error_of<c10::ValueError>([&] { parse_pipeline("op=crop,size=4294967297x4"); }),
+                  {"size must be in 1..1073741824 per side, got 4294967297x4"});
+  const Pipeline too_large = parse_pipeline("op=crop,size=1073741824x4");
+  expect_mentions(error_of<c10::ValueError>([&] { resolve_pipeline(too_large, g, 0, 0); }),
+                  {"1073741824x4", "larger than its input 8x8"});
 }
 
 TEST(HostileGeometry, HugeExpandedObsIsRefusedBeforeAnyCopy) {

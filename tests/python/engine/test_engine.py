@@ -50,7 +50,24 @@ def test_from_path_augments_uint8():
         assert out.shape == obs.shape and out.dtype == torch.uint8
         assert not torch.equal(out, obs)
         assert engine.step == 1
-        assert "overlay" in engine.config and "data/photos" in engine.config
+        config = engine.config
+        assert [op["op"] for op in config["pipeline"]] == ["shift", "overlay"]
+        assert config["pool"]["sources"][0].endswith("data/photos")
+        text = engine.config_yaml()
+        assert "overlay" in text and "data/photos" in text
+
+
+def test_config_is_a_dict_that_builds_the_same_engine():
+    with obsaug.Engine(small_config(threads=0)) as engine:
+        config = engine.config
+        assert config["pipeline"] == [
+            {"op": "shift", "pad": 4, "padding": "replicate"},
+            {"op": "overlay", "alpha": 0.5, "per_frame": False}]
+        assert config["pool"]["image_size"] == [40, 48]   # inferred: the overlay's frames
+        assert config["frames"] == {"stack": 3, "channels": 3, "height": 40, "width": 48}
+        with obsaug.Engine(config) as again:
+            assert again.config == config
+            assert again.config_yaml() == engine.config_yaml()
 
 
 def test_from_dict_matches_the_op_and_counts_steps():

@@ -1,0 +1,150 @@
+#include "bindings/schema_bindings.h"
+
+#include <c10/util/Exception.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace obsaug::python {
+namespace {
+
+const char* type_name(KeyType type) {
+  switch (type) {
+    case KeyType::kInt:
+      return "int";
+    case KeyType::kFloat:
+      return "float";
+    case KeyType::kBool:
+      return "bool";
+    case KeyType::kEnum:
+      return "enum";
+    case KeyType::kSize:
+      return "size";
+  }
+  return "?";
+}
+
+const char* effect_name(FrameEffect effect) {
+  switch (effect) {
+    case FrameEffect::kKeeps:
+      return "keeps";
+    case FrameEffect::kCropsToSize:
+      return "crops_to_size";
+    case FrameEffect::kGrowsToSize:
+      return "grows_to_size";
+  }
+  return "?";
+}
+
+py::object to_python(const KeyValue& value) {
+  if (const auto* i = std::get_if<int64_t>(&value)) return py::int_(*i);
+  if (const auto* f = std::get_if<double>(&value)) return py::float_(*f);
+  if (const auto* b = std::get_if<bool>(&value)) return py::bool_(*b);
+  if (const auto* s = std::get_if<std::string>(&value)) return py::str(*s);
+  if (const auto* z = std::get_if<FrameSize>(&value)) {
+    py::list hw;
+    hw.append(z->height);
+    hw.append(z->width);
+    return std::move(hw);
+  }
+  return py::none();
+}
+
+py::dict key_dict(const KeySpec& key) {
+  py::dict d;
+  d["type"] = type_name(key.type);
+  d["default"] = to_python(key.default_value);
+  d["optional"] = key.optional;
+  d["required"] = key.required;
+  d["range"] = key.range_text();
+  d["default_text"] = key.default_text();
+  switch (key.type) {
+    case KeyType::kInt:
+    case KeyType::kSize:
+      d["min"] = key.int_min;
+      d["max"] = key.int_max;
+      break;
+    case KeyType::kFloat:
+      if (key.float_min_key.empty())
+        d["min"] = key.float_min;
+      else
+        d["min_key"] = key.float_min_key;
+      d["max"] = key.float_max;
+      break;
+    case KeyType::kEnum:
+      d["choices"] = key.choices;
+      break;
+    case KeyType::kBool:
+      break;
+  }
+  d["doc"] = key.doc;
+  return d;
+}
+
+py::dict schema_dict() {
+  py::dict ops;
+  for (const OpSchema& op : op_schemas()) {
+    py::dict keys;
+    for (const KeySpec& key : op.keys) keys[py::str(key.name)] = key_dict(key);
+    py::dict d;
+    d["doc"] = op.doc;
+    d["keys"] = keys;
+    d["frame_size"] = effect_name(op.frame_effect);
+    d["size_key"] = op.size_key.empty() ? py::object(py::none()) : py::str(op.size_key);
+    d["needs_pool"] = op.needs.pool;
+    d["mixes_channels"] = op.needs.mixes_channels;
+    d["neighbourhood_3x3"] = op.needs.neighbourhood_3x3;
+    d["frame_reduction"] = op.needs.frame_reduction;
+    ops[py::str(op.name)] = d;
+  }
+  return ops;
+}
+
+using Side = std::optional<int64_t>;
+
+// frame_sizes on the text form; None stands for a side not known (symbolic).
+std::vector<std::pair<Side, Side>> frame_sizes_of_text(const std::string& pipeline, Side height,
+                                                       Side width) {
+  std::vector<FrameSize> sizes;
+  try {
+    sizes = frame_sizes(parse_pipeline(pipeline), {height.value_or(FrameSize::kUnknownSide),
+                                                   width.value_or(FrameSize::kUnknownSide)});
+  } catch (const c10::ValueError& e) {
+    throw py::value_error(e.what_without_backtrace());
+  }
+  const auto side = [](int64_t v) { return v == FrameSize::kUnknownSide ? Side() : Side(v); };
+  std::vector<std::pair<Side, Side>> out;
+  for (const FrameSize& s : sizes) out.emplace_back(side(s.height), side(s.width));
+  return out;
+}
+
+}  // namespace
+
+py::dict op_dict(const OpSpec& op) {
+  py::dict d;
+  d["op"] = op.schema().name;
+  for (size_t i = 0; i < op.values().size(); ++i) {
+    if (std::holds_alternative<std::monostate>(op.values()[i])) continue;
+    d[py::str(op.schema().keys[i].name)] = to_python(op.values()[i]);
+  }
+  return d;
+}
+
+void bind_schema(py::module& m) {
+  m.def("op_schema", &schema_dict,
+        "Every op: {name: {doc, keys: {key: {type, default, optional, required, range, "
+        "default_text, min/max/min_key/choices, doc}}, frame_size, size_key, needs_pool, "
+        "mixes_channels, neighbourhood_3x3, frame_reduction}}");
+  m.def("frame_sizes", &frame_sizes_of_text, py::arg("pipeline"), py::arg("height"),
+        py::arg("width"),
+        "Frame size (height, width) at each op's input and after the last op, for the text "
+        "form `pipeline` on height x width frames; None for a side not known. Raises "
+        "ValueError when an op's value is out of range or its size does not fit.");
+}
+
+}  // namespace obsaug::python

@@ -1,0 +1,297 @@
+#include "kernels/op_schema.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+namespace obsaug {
+namespace {
+
+constexpr int64_t kMaxPad = int64_t{1} << 20;
+constexpr int64_t kMaxSide = int64_t{1} << 30;  // as resolve_pipeline's frames
+constexpr int64_t kMaxIndex = 0xffff;           // k is 16 bits of the Philox counter
+
+KeySpec int_key(std::string name, int64_t fallback, int64_t lo, int64_t hi, std::string doc) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kInt;
+  k.default_value = fallback;
+  k.int_min = lo;
+  k.int_max = hi;
+  k.doc = std::move(doc);
+  return k;
+}
+
+KeySpec float_key(std::string name, double fallback, double lo, double hi, std::string doc) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kFloat;
+  k.default_value = fallback;
+  k.float_min = lo;
+  k.float_max = hi;
+  k.doc = std::move(doc);
+  return k;
+}
+
+// An optional float whose range starts at another key's value.
+KeySpec float_above_key(std::string name, std::string lo_key, double hi, std::string doc) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kFloat;
+  k.optional = true;
+  k.float_min_key = std::move(lo_key);
+  k.float_max = hi;
+  k.doc = std::move(doc);
+  return k;
+}
+
+KeySpec bool_key(std::string name, bool fallback, std::string doc) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kBool;
+  k.default_value = fallback;
+  k.doc = std::move(doc);
+  return k;
+}
+
+KeySpec enum_key(std::string name, std::vector<std::string> choices, std::string doc) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kEnum;
+  k.default_value = choices.front();
+  k.choices = std::move(choices);
+  k.doc = std::move(doc);
+  return k;
+}
+
+KeySpec required_size_key(std::string name, std::string doc) {
+  KeySpec k;
+  k.name = std::move(name);
+  k.type = KeyType::kSize;
+  k.required = true;
+  k.int_min = 1;
+  k.int_max = kMaxSide;
+  k.doc = std::move(doc);
+  return k;
+}
+
+// Keys every op takes, after its own.
+std::vector<KeySpec> with_common_keys(std::vector<KeySpec> keys) {
+  KeySpec index = int_key("index", 0, 0, kMaxIndex,
+                          "k in the Philox counter; default: the op's position in the pipeline");
+  index.optional = true;
+  index.default_value = std::monostate{};
+  keys.push_back(std::move(index));
+  return keys;
+}
+
+std::vector<OpSchema> make_schemas() {
+  std::vector<OpSchema> ops;
+  {
+    OpSchema op;
+    op.kind = OpKind::kShift;
+    op.name = "shift";
+    op.doc = "random shift by (dx, dy) in [-pad, pad]^2 (DrQ's pad-then-crop)";
+    op.keys = with_common_keys({int_key("pad", 4, 0, kMaxPad, "maximum shift in pixels"),
+                                enum_key("padding", {"replicate", "zeros"},
+                                         "outside the frame: the nearest border pixel, or 0")});
+    ops.push_back(std::move(op));
+  }
+  {
+    OpSchema op;
+    op.kind = OpKind::kCrop;
+    op.name = "crop";
+    op.doc = "random (or centre) crop to size, every offset equally likely";
+    op.keys = with_common_keys(
+        {required_size_key("size", "output frame size: N (N x N) or height x width"),
+         bool_key("center", false, "the centre offset instead of a random one (evaluation)")});
+    op.frame_effect = FrameEffect::kCropsToSize;
+    op.size_key = "size";
+    ops.push_back(std::move(op));
+  }
+  {
+    OpSchema op;
+    op.kind = OpKind::kOverlay;
+    op.name = "overlay";
+    op.doc = "blend a random pool image in with weight alpha (DMControl-GB's random_overlay)";
+    op.keys = with_common_keys(
+        {float_key("alpha", 0.5, 0.0, 1.0, "blend weight of the distractor"),
+         float_above_key("alpha_max", "alpha", 1.0,
+                         "when given, the weight is drawn uniformly in [alpha, alpha_max]"),
+         bool_key("per_frame", false, "one distractor per stacked frame instead of per sample")});
+    op.needs.pool = true;
+    ops.push_back(std::move(op));
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (static_cast<size_t>(ops[i].kind) != i)
+      throw std::logic_error("op_schemas(): '" + ops[i].name + "' is out of OpKind order");
+  }
+  return ops;
+}
+
+std::string quoted(const std::string& text) { return "'" + text + "'"; }
+
+std::string value_text(const KeyValue& value) {
+  if (const auto* i = std::get_if<int64_t>(&value)) return std::to_string(*i);
+  if (const auto* f = std::get_if<double>(&value)) return format_number(*f);
+  if (const auto* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
+  if (const auto* s = std::get_if<std::string>(&value)) return *s;
+  if (const auto* z = std::get_if<FrameSize>(&value)) return format_size(*z);
+  return "none";
+}
+
+// How a value of `type` is written, for "missing" messages.
+std::string type_form(KeyType type) {
+  switch (type) {
+    case KeyType::kInt:
+      return "an integer";
+    case KeyType::kFloat:
+      return "a number";
+    case KeyType::kBool:
+      return "true or false";
+    case KeyType::kEnum:
+      return "a name";
+    case KeyType::kSize:
+      return "N, or height and width";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string KeySpec::range_text() const {
+  switch (type) {
+    case KeyType::kInt:
+      return std::to_string(int_min) + ".." + std::to_string(int_max);
+    case KeyType::kSize:
+      return std::to_string(int_min) + ".." + std::to_string(int_max) + " per side";
+    case KeyType::kFloat:
+      return "[" + (float_min_key.empty() ? format_number(float_min) : float_min_key) + ", " +
+             format_number(float_max) + "]";
+    case KeyType::kBool:
+      return "true, false";
+    case KeyType::kEnum: {
+      std::string out;
+      for (size_t i = 0; i < choices.size(); ++i) out += (i ? ", " : "") + choices[i];
+      return out;
+    }
+  }
+  return "?";
+}
+
+std::string KeySpec::default_text() const {
+  if (required) return "required";
+  return value_text(default_value);
+}
+
+int OpSchema::key_position(const std::string& key) const {
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (keys[i].name == key) return static_cast<int>(i);
+  return -1;
+}
+
+std::string OpSchema::key_list() const {
+  std::string out = "op";
+  for (const KeySpec& k : keys) out += ", " + k.name;
+  return out;
+}
+
+const std::vector<OpSchema>& op_schemas() {
+  static const std::vector<OpSchema> schemas = make_schemas();
+  return schemas;
+}
+
+const OpSchema& op_schema(OpKind kind) { return op_schemas().at(static_cast<size_t>(kind)); }
+
+const OpSchema* find_op_schema(const std::string& name) {
+  for (const OpSchema& op : op_schemas())
+    if (op.name == name) return &op;
+  return nullptr;
+}
+
+std::string op_name_list() {
+  std::string out;
+  for (const OpSchema& op : op_schemas()) out += (out.empty() ? "" : ", ") + op.name;
+  return out;
+}
+
+std::string format_number(double value) {
+  char buffer[64];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buffer, sizeof buffer, "%.*g", precision, value);
+    if (std::strtod(buffer, nullptr) == value) break;
+  }
+  return buffer;
+}
+
+std::string format_size(const FrameSize& size) {
+  return std::to_string(size.height) + "x" + std::to_string(size.width);
+}
+
+std::optional<std::string> check_key(const OpSchema& op, const KeySpec& key, const KeyValue& value,
+                                     const std::vector<KeyValue>& values) {
+  if (std::holds_alternative<std::monostate>(value)) {
+    if (key.required)
+      return op.name + " needs " + quoted(key.name) + " (" + type_form(key.type) + ")";
+    return std::nullopt;
+  }
+  const std::string got = ", got " + value_text(value);
+  switch (key.type) {
+    case KeyType::kInt: {
+      const int64_t v = std::get<int64_t>(value);
+      if (v < key.int_min || v > key.int_max) return "must be in " + key.range_text() + got;
+      return std::nullopt;
+    }
+    case KeyType::kSize: {
+      const FrameSize v = std::get<FrameSize>(value);
+      if (v.height < key.int_min || v.height > key.int_max || v.width < key.int_min ||
+          v.width > key.int_max)
+        return "must be in " + key.range_text() + got;
+      return std::nullopt;
+    }
+    case KeyType::kFloat: {
+      const double v = std::get<double>(value);
+      double lo = key.float_min;
+      std::string bounds;
+      if (!key.float_min_key.empty()) {
+        const int at = op.key_position(key.float_min_key);
+        lo = std::get<double>(values.at(static_cast<size_t>(at)));
+        bounds = " = [" + format_number(lo) + ", " + format_number(key.float_max) + "]";
+      }
+      if (!(std::isfinite(v) && v >= lo && v <= key.float_max))
+        return "must be in " + key.range_text() + bounds + got;
+      return std::nullopt;
+    }
+    case KeyType::kEnum: {
+      const std::string& v = std::get<std::string>(value);
+      for (const std::string& choice : key.choices)
+        if (v == choice) return std::nullopt;
+      return "must be one of " + key.range_text() + "; got " + quoted(v);
+    }
+    case KeyType::kBool:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<FrameSize> frame_size_after_op(const OpSchema& op, const KeyValue& size,
+                                             const FrameSize& input, std::string* problem) {
+  if (op.frame_effect == FrameEffect::kKeeps) return input;
+  const FrameSize s = std::get<FrameSize>(size);
+  const bool crops = op.frame_effect == FrameEffect::kCropsToSize;
+  const auto fits = [&](int64_t want, int64_t have) {
+    return have == FrameSize::kUnknownSide || (crops ? want <= have : want >= have);
+  };
+  if (fits(s.height, input.height) && fits(s.width, input.width)) return s;
+  const auto side = [](int64_t v) {
+    return v == FrameSize::kUnknownSide ? std::string("?") : std::to_string(v);
+  };
+  const std::string known = side(input.height) + "x" + side(input.width);
+  *problem = op.name + " " + format_size(s) + " is " + (crops ? "larger" : "smaller") +
+             " than its input " + known + " (the frame size at this stage); " + op.size_key +
+             " must be at " + (crops ? "most " : "least ") + known;
+  return std::nullopt;
+}
+
+}  // namespace obsaug
