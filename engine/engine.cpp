@@ -20,7 +20,6 @@
 
 #include <cstdio>
 #include <mutex>
-#include <sstream>
 #include <stdexcept>
 #include <utility>
 
@@ -28,6 +27,7 @@
 #include "engine/distractor_pool.h"
 #include "engine/image_source.h"
 #include "kernels/augment.h"
+#include "kernels/tensor_text.h"
 
 namespace obsaug {
 namespace {
@@ -86,12 +86,6 @@ DistractorPoolOptions pool_options(const Config& config, const c10::Device& devi
   return o;
 }
 
-std::string shape_text(const at::Tensor& t) {
-  std::ostringstream out;
-  out << t.scalar_type() << " " << t.sizes() << " on " << t.device();
-  return out.str();
-}
-
 }  // namespace
 
 struct Engine::Impl {
@@ -138,7 +132,7 @@ struct Engine::Impl {
     if (!obs.defined()) throw std::invalid_argument(where + "obs must be a tensor, got None");
     if (obs.dim() != 4 || (obs.scalar_type() != at::kByte && obs.scalar_type() != at::kFloat)) {
       throw std::invalid_argument(where + "obs must be uint8 or float32 [B, S*C, H, W], got " +
-                                  shape_text(obs));
+                                  describe(obs));
     }
     check_device(obs, where);
     const FramesConfig& f = config.frames;
@@ -147,13 +141,13 @@ struct Engine::Impl {
           where + "obs has " + std::to_string(obs.size(1)) +
           " channels, expected a positive multiple of frames.channels = " +
           std::to_string(f.channels) + " (e.g. " + std::to_string(f.stack * f.channels) + " for " +
-          std::to_string(f.stack) + " stacked frames); got " + shape_text(obs));
+          std::to_string(f.stack) + " stacked frames); got " + describe(obs));
     }
     if (obs.size(2) != f.height || obs.size(3) != f.width) {
       throw std::invalid_argument(
           where + "obs frames must be " + std::to_string(f.height) + "x" + std::to_string(f.width) +
           " (frames.height x frames.width), got " + std::to_string(obs.size(2)) + "x" +
-          std::to_string(obs.size(3)) + " in " + shape_text(obs));
+          std::to_string(obs.size(3)) + " in " + describe(obs));
     }
   }
 
@@ -205,7 +199,7 @@ struct Engine::Impl {
       throw std::invalid_argument(where + "storage must be frames [N, " +
                                   std::to_string(f.channels) + ", " + std::to_string(f.height) +
                                   ", " + std::to_string(f.width) +
-                                  "] (frames.channels, height, width), got " + shape_text(storage));
+                                  "] (frames.channels, height, width), got " + describe(storage));
     }
     check_device(storage, where);
   }

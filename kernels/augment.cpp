@@ -9,9 +9,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 
 #include "kernels/augment_cpu.h"
+#include "kernels/tensor_text.h"
 
 #ifdef OBSAUG_WITH_CUDA
 #include <c10/cuda/CUDAException.h>
@@ -24,12 +24,6 @@
 
 namespace obsaug::ops {
 namespace {
-
-std::string describe(const at::Tensor& t) {
-  std::ostringstream out;
-  out << t.scalar_type() << " " << t.sizes() << " on " << t.device();
-  return out.str();
-}
 
 void check_obs(const at::Tensor& obs) {
   TORCH_CHECK_VALUE(obs.defined(), "obs must be a tensor [B, S*C, H, W], got None");

@@ -11,13 +11,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <sstream>
 #include <stdexcept>
 #include <unordered_set>
 
 #include "kernels/augment.h"
 #include "kernels/philox.h"
-#include "replay/checkpoint_io.h"
+#include "kernels/tensor_text.h"
+#include "replay/checkpoint_format.h"
 #include "replay/proportional.h"
 
 #ifdef OBSAUG_WITH_CUDA
@@ -28,28 +28,11 @@
 namespace obsaug {
 namespace {
 
-constexpr char kMagic[8] = {'O', 'B', 'S', 'A', 'U', 'G', 'R', 'B'};
-constexpr uint32_t kFormatVersion = 1;
-constexpr const char* kFileName = "replay.obsaug";
 constexpr int kUniformAttempts = 64;
 constexpr uint32_t kReplayTag = 0x8000;  // counter word 3: 0x8000 | attempt
 // Host bytes per slot besides the action: EpisodeRing's Slot (24) and
 // validity flag, and the batch-building scratch.
 constexpr int64_t kHostBytesPerSlot = 32;
-
-std::string text_of(const at::Tensor& t) {
-  std::ostringstream out;
-  out << t.scalar_type() << " " << t.sizes() << " on " << t.device();
-  return out.str();
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << "]";
-  return out.str();
-}
 
 [[noreturn]] void bad(const std::string& where, const std::string& what) {
   throw std::invalid_argument("ReplayBuffer." + where + ": " + what);
@@ -88,11 +71,11 @@ ReplayOptions checked(ReplayOptions o) {
     if (d < 1)
       bad("__init__", "action_shape sizes must be positive, got " + shape_text(o.action_shape));
   }
-  const at::ScalarType t = o.action_dtype;
-  if (!(t == at::kFloat || t == at::kDouble || t == at::kLong || t == at::kInt || t == at::kByte ||
-        t == at::kHalf || t == at::kBFloat16)) {
-    bad("__init__",
-        std::string("action_dtype must be a float or integer dtype, got ") + c10::toString(t));
+  if (std::find(std::begin(kActionDtypes), std::end(kActionDtypes), o.action_dtype) ==
+      std::end(kActionDtypes)) {
+    std::string known;
+    for (at::ScalarType t : kActionDtypes) known += (known.empty() ? "" : ", ") + dtype_name(t);
+    bad("__init__", "action_dtype must be one of " + known + ", got " + dtype_name(o.action_dtype));
   }
   const bool huge_frame =
       o.frame_shape[0] > (1 << 16) || o.frame_shape[1] > (1 << 16) || o.frame_shape[2] > (1 << 16);
@@ -183,7 +166,7 @@ struct ReplayBuffer::Impl {
   at::Tensor checked_frames(const at::Tensor& frames_in, const char* where, int64_t* n) const {
     if (!frames_in.defined()) bad(where, "frame must be a tensor, got None");
     if (!frames_in.device().is_cpu() && !frames_in.device().is_cuda()) {
-      bad(where, "frame must be on cpu or cuda, got " + text_of(frames_in));
+      bad(where, "frame must be on cpu or cuda, got " + describe(frames_in));
     }
     const bool single = frames_in.dim() == 3;
     const at::Tensor f = single ? frames_in.unsqueeze(0) : frames_in;
@@ -192,7 +175,7 @@ struct ReplayBuffer::Impl {
         std::vector<int64_t>(f.sizes().begin() + 1, f.sizes().end()) != expected) {
       bad(where, "frame must be uint8 " + shape_text(expected) + " (one env) or [N, " +
                      std::to_string(expected[0]) + ", " + std::to_string(expected[1]) + ", " +
-                     std::to_string(expected[2]) + "] (N envs), got " + text_of(frames_in));
+                     std::to_string(expected[2]) + "] (N envs), got " + describe(frames_in));
     }
     *n = f.size(0);
     if (*n < 1) bad(where, "frame holds no env (N = 0)");
@@ -228,18 +211,18 @@ struct ReplayBuffer::Impl {
                      const char* where) const {
     if (!v.defined()) bad(where, std::string(name) + " must be given");
     if (!v.device().is_cpu() && !v.device().is_cuda()) {
-      bad(where, std::string(name) + " must be on cpu or cuda, got " + text_of(v));
+      bad(where, std::string(name) + " must be on cpu or cuda, got " + describe(v));
     }
     if (!(v.dim() == 0 || (v.dim() == 1 && v.size(0) == n))) {
       bad(where, std::string(name) + " must be a scalar or [N] = [" + std::to_string(n) +
-                     "], got " + text_of(v));
+                     "], got " + describe(v));
     }
     if (dtype == at::kBool && v.scalar_type() != at::kBool) {
-      bad(where, std::string(name) + " must be bool, got " + text_of(v));
+      bad(where, std::string(name) + " must be bool, got " + describe(v));
     }
     if (dtype != at::kBool && !(at::isFloatingType(v.scalar_type()) ||
                                 at::isIntegralType(v.scalar_type(), /*includeBool=*/false))) {
-      bad(where, std::string(name) + " must be a number, got " + text_of(v));
+      bad(where, std::string(name) + " must be a number, got " + describe(v));
     }
     return v.to(at::kCPU).to(dtype).expand({n}).contiguous();
   }
@@ -248,29 +231,28 @@ struct ReplayBuffer::Impl {
                              const char* where) const {
     if (!action.defined()) bad(where, "action must be given");
     if (!action.device().is_cpu() && !action.device().is_cuda()) {
-      bad(where, "action must be on cpu or cuda, got " + text_of(action));
+      bad(where, "action must be on cpu or cuda, got " + describe(action));
     }
     std::vector<int64_t> expected = o.action_shape;
     if (!single) expected.insert(expected.begin(), n);
     if (std::vector<int64_t>(action.sizes().begin(), action.sizes().end()) != expected) {
       bad(where, "action must have shape " + shape_text(expected) + " (action_shape" +
-                     (single ? "" : " with the N envs first") + "), got " + text_of(action));
+                     (single ? "" : " with the N envs first") + "), got " + describe(action));
     }
     const bool want_float = at::isFloatingType(o.action_dtype);
     const at::ScalarType got = action.scalar_type();
     if (got == at::kBool || at::isComplexType(got) ||
         (!want_float && !at::isIntegralType(got, /*includeBool=*/false))) {
-      bad(where, std::string("action must be ") + c10::toString(o.action_dtype) +
+      bad(where, "action must be " + dtype_name(o.action_dtype) +
                      (want_float ? " (or another real dtype)" : " (or another integer dtype)") +
-                     ", got " + text_of(action));
+                     ", got " + describe(action));
     }
     std::vector<int64_t> rows{n};
     rows.insert(rows.end(), o.action_shape.begin(), o.action_shape.end());
     at::Tensor a = action.to(at::kCPU).to(o.action_dtype).reshape(rows).contiguous();
     if (!want_float && got != o.action_dtype &&
         !a.to(got).equal(action.to(at::kCPU).reshape(a.sizes()))) {
-      bad(where,
-          std::string("action values do not fit action_dtype ") + c10::toString(o.action_dtype));
+      bad(where, "action values do not fit action_dtype " + dtype_name(o.action_dtype));
     }
     return a;
   }
@@ -563,13 +545,13 @@ void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor
   }
   if (indices.dim() != 1 || at::isFloatingType(indices.scalar_type()) ||
       !at::isIntegralType(indices.scalar_type(), false)) {
-    bad("update_priorities", "indices must be an integer tensor [K], got " + text_of(indices));
+    bad("update_priorities", "indices must be an integer tensor [K], got " + describe(indices));
   }
   if (priorities.dim() != 1 || priorities.size(0) != indices.size(0) ||
       !(at::isFloatingType(priorities.scalar_type()) ||
         at::isIntegralType(priorities.scalar_type(), false))) {
     bad("update_priorities", "priorities must be a real tensor [K] with K = " +
-                                 std::to_string(indices.size(0)) + ", got " + text_of(priorities));
+                                 std::to_string(indices.size(0)) + ", got " + describe(priorities));
   }
   const at::Tensor idx = indices.to(at::kCPU).to(at::kLong).contiguous();
   const at::Tensor pri = priorities.to(at::kCPU).to(at::kDouble).contiguous();
@@ -598,152 +580,34 @@ void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor
 
 void ReplayBuffer::save(const std::string& dir) const {
   const Impl& d = *impl_;
-  write_atomically(dir, kFileName, [&](CheckpointWriter& w) {
-    w.bytes(kMagic, sizeof(kMagic));
-    w.value<uint32_t>(kFormatVersion);
-    const ReplayOptions& o = d.o;
-    w.value<int64_t>(o.capacity);
-    for (int64_t s : o.frame_shape) w.value<int64_t>(s);
-    w.value<int32_t>(o.frame_stack);
-    w.value<uint32_t>(static_cast<uint32_t>(o.action_shape.size()));
-    for (int64_t s : o.action_shape) w.value<int64_t>(s);
-    w.text(c10::toString(o.action_dtype));
-    w.value<int32_t>(o.n_step);
-    w.value<double>(o.gamma);
-    w.value<uint8_t>(o.prioritized ? 1 : 0);
-    w.value<double>(o.alpha);
-    w.value<double>(o.beta);
-    w.value<uint64_t>(o.seed);
-    w.value<int64_t>(d.ring.total());
-    w.value<uint64_t>(d.calls);
-    w.value<double>(d.max_priority);
-    w.checksum_so_far();
-    const int64_t size = d.ring.size();
-    for (int64_t s = 0; s < size; ++s) {
-      const EpisodeRing::Slot& slot = d.ring.slots()[static_cast<size_t>(s)];
-      w.value<int64_t>(slot.prev);
-      w.value<int64_t>(slot.next);
-      w.value<float>(slot.reward);
-      w.value<uint8_t>(slot.terminated);
-      w.value<uint8_t>(slot.ended);
-    }
-    w.value<uint32_t>(static_cast<uint32_t>(d.ring.envs().size()));
-    for (const EpisodeRing::Env& e : d.ring.envs()) {
-      w.value<int64_t>(e.last);
-      w.value<uint8_t>(e.open);
-    }
-    if (o.prioritized) w.bytes(d.priority.data(), sizeof(double) * static_cast<size_t>(size));
-    const at::Tensor acts = d.actions.narrow(0, 0, size).contiguous();
-    w.bytes(acts.data_ptr(), acts.nbytes());
-    const int64_t chunk = std::max<int64_t>(1, (64 << 20) / d.frame_bytes());
-    for (int64_t first = 0; first < size; first += chunk) {
-      const at::Tensor part =
-          d.frames.narrow(0, first, std::min(chunk, size - first)).to(at::kCPU).contiguous();
-      w.bytes(part.data_ptr(), part.nbytes());
-    }
+  checkpoint::Header h;
+  h.options = d.o;
+  h.total_frames = d.ring.total();
+  h.sample_calls = d.calls;
+  h.max_priority = d.max_priority;
+  write_atomically(dir, checkpoint::kFileName, [&](CheckpointWriter& w) {
+    checkpoint::write_checkpoint(w, h,
+                                 {d.ring.slots(), d.ring.envs(), d.priority, d.actions, d.frames});
   });
 }
 
 ReplayBuffer ReplayBuffer::load(const std::string& dir, std::optional<c10::Device> device) {
-  CheckpointReader r(dir + "/" + kFileName);
-  char magic[sizeof(kMagic)];
-  r.bytes(magic, sizeof(magic));
-  if (std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) {
-    r.corrupt("it does not start with OBSAUGRB (not an obsaug replay checkpoint)");
-  }
-  const uint32_t version = r.value<uint32_t>();
-  if (version != kFormatVersion) {
-    r.corrupt("format version " + std::to_string(version) + ", this obsaug reads version " +
-              std::to_string(kFormatVersion));
-  }
-  ReplayOptions o;
-  o.capacity = r.value<int64_t>();
-  for (int64_t& s : o.frame_shape) s = r.value<int64_t>();
-  o.frame_stack = r.value<int32_t>();
-  const uint32_t action_dims = r.value<uint32_t>();
-  if (action_dims > 8) r.corrupt("action_shape with " + std::to_string(action_dims) + " dims");
-  o.action_shape.resize(action_dims);
-  for (int64_t& s : o.action_shape) s = r.value<int64_t>();
-  const std::string dtype = r.text(32);
-  bool known = false;
-  for (at::ScalarType t :
-       {at::kFloat, at::kDouble, at::kLong, at::kInt, at::kByte, at::kHalf, at::kBFloat16}) {
-    if (dtype == c10::toString(t)) {
-      o.action_dtype = t;
-      known = true;
-    }
-  }
-  if (!known) r.corrupt("unknown action dtype '" + dtype + "'");
-  o.n_step = r.value<int32_t>();
-  o.gamma = r.value<double>();
-  o.prioritized = r.value<uint8_t>() != 0;
-  o.alpha = r.value<double>();
-  o.beta = r.value<double>();
-  o.seed = r.value<uint64_t>();
+  CheckpointReader r(dir + "/" + checkpoint::kFileName);
+  const checkpoint::Header h = checkpoint::read_header(r);
+  ReplayOptions o = h.options;
   o.device = device.value_or(c10::Device(c10::kCPU));
-  const int64_t total = r.value<int64_t>();
-  const uint64_t calls = r.value<uint64_t>();
-  const double max_priority = r.value<double>();
-  r.check_so_far("header");
-  // Sizes from the header must fit in the bytes that follow before anything is allocated.
-  if (o.capacity < 1 || total < 0) r.corrupt("capacity or frame count out of range");
-  for (int64_t s : o.frame_shape) {
-    if (s < 1 || s > (int64_t{1} << 16)) r.corrupt("frame_shape out of range");
-  }
-  const int64_t size = std::min(total, o.capacity);
-  int64_t action_elems = 1;
-  for (int64_t s : o.action_shape) {
-    if (s < 1 || s > (int64_t{1} << 16)) r.corrupt("action_shape out of range");
-    action_elems *= s;
-  }
-  const uint64_t frame_bytes =
-      static_cast<uint64_t>(o.frame_shape[0] * o.frame_shape[1] * o.frame_shape[2]);
-  const uint64_t per_slot = 22 + (o.prioritized ? 8 : 0) +
-                            static_cast<uint64_t>(action_elems) * c10::elementSize(o.action_dtype) +
-                            frame_bytes;
-  if (static_cast<uint64_t>(size) > r.remaining() / per_slot) {
-    r.corrupt(std::to_string(size) + " stored frames do not fit in the file");
-  }
-  r.expect(static_cast<uint64_t>(size) * per_slot, "the stored frames");
+  checkpoint::Links links = checkpoint::read_links(r, h);
   ReplayBuffer rb{o};  // checks the options (std::invalid_argument names a bad one)
   Impl& d = *rb.impl_;
-  std::vector<EpisodeRing::Slot> slots(static_cast<size_t>(o.capacity));
-  for (int64_t s = 0; s < size; ++s) {
-    EpisodeRing::Slot& slot = slots[static_cast<size_t>(s)];
-    slot.prev = r.value<int64_t>();
-    slot.next = r.value<int64_t>();
-    slot.reward = r.value<float>();
-    slot.terminated = r.value<uint8_t>();
-    slot.ended = r.value<uint8_t>();
-  }
-  const uint32_t env_count = r.value<uint32_t>();
-  r.expect(static_cast<uint64_t>(env_count) * 9, "the env table");
-  std::vector<EpisodeRing::Env> envs(env_count);
-  for (EpisodeRing::Env& e : envs) {
-    e.last = r.value<int64_t>();
-    e.open = r.value<uint8_t>();
-  }
-  if (o.prioritized) r.bytes(d.priority.data(), sizeof(double) * static_cast<size_t>(size));
-  at::Tensor acts = d.actions.narrow(0, 0, size);
-  r.bytes(acts.data_ptr(), acts.nbytes());
-  const int64_t chunk = std::max<int64_t>(1, (64 << 20) / d.frame_bytes());
-  at::Tensor host = at::empty({std::min(chunk, std::max<int64_t>(size, 1)), o.frame_shape[0],
-                               o.frame_shape[1], o.frame_shape[2]},
-                              at::TensorOptions().dtype(at::kByte));
-  for (int64_t first = 0; first < size; first += chunk) {
-    const int64_t count = std::min(chunk, size - first);
-    at::Tensor part = host.narrow(0, 0, count);
-    r.bytes(part.data_ptr(), part.nbytes());
-    d.frames.narrow(0, first, count).copy_(part);
-  }
-  r.finish();
+  checkpoint::read_arrays(r, h, d.priority.data(), d.actions, d.frames);
+  links.slots.resize(static_cast<size_t>(o.capacity));
   try {
-    d.ring.restore(total, std::move(slots), std::move(envs));
+    d.ring.restore(h.total_frames, std::move(links.slots), std::move(links.envs));
   } catch (const std::invalid_argument& e) {
     r.corrupt(e.what());
   }
-  d.calls = calls;
-  d.max_priority = max_priority;
+  d.calls = h.sample_calls;
+  d.max_priority = h.max_priority;
   if (o.prioritized) {
     std::vector<int64_t> all(static_cast<size_t>(o.capacity));
     for (int64_t s = 0; s < o.capacity; ++s) all[static_cast<size_t>(s)] = s;

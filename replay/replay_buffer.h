@@ -11,6 +11,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 
 #include <cstdint>
 #include <functional>
@@ -22,6 +23,10 @@
 #include "replay/episode_ring.h"
 
 namespace obsaug {
+
+// The dtypes a buffer stores actions as (ReplayOptions::action_dtype).
+inline constexpr at::ScalarType kActionDtypes[] = {at::kFloat, at::kDouble, at::kLong,    at::kInt,
+                                                   at::kByte,  at::kHalf,   at::kBFloat16};
 
 struct ReplayOptions {
   int64_t capacity = 100000;                    // frames stored
@@ -74,14 +79,14 @@ class ReplayBuffer {
            const at::Tensor& terminated, const at::Tensor& truncated,
            const std::vector<int64_t>& envs = {});
 
-  // B transitions by the buffer's sampler; obs / next_obs gathered (and
-  // augmented when `augment` is given: steps s, s+1, or s, s when
-  // share_augmentation) in one pass each.
   // One env's step with plain values (the common single-env call, without
   // building tensors for the reward and flags).
   void add(const at::Tensor& action, double reward, const at::Tensor& frame, bool terminated,
            bool truncated, int64_t env = 0);
 
+  // B transitions by the buffer's sampler; obs / next_obs gathered (and
+  // augmented when `augment` is given: steps s, s+1, or s, s when
+  // share_augmentation) in one pass each.
   ReplayBatch sample(int64_t batch, const StackAugment* augment = nullptr,
                      bool share_augmentation = false, std::optional<double> beta = std::nullopt);
   // indices [K] slots, priorities [K] finite >= 0 (prioritized buffers only).

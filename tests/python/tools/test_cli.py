@@ -1,6 +1,7 @@
-"""The `obsaug` command-line tool (tools/obsaug_cli.cpp): check-config on every
-preset and on bad files, bench on a small N, preview writes a PNG of the right
-size whose augmented half differs from its original half.
+"""The `obsaug` command-line tool (tools/, one file per subcommand): check-config
+on every preset and on bad files, bench and bench --replay on a small N,
+preview writes a PNG of the right size whose augmented half differs from its
+original half.
 
 The binary is $OBSAUG_CLI, else build/tools/obsaug under the repository root;
 the tests skip when neither exists (the CLI is built only with the engine).
@@ -157,6 +158,26 @@ def test_bench_out_of_place_crop_without_pool():
     assert "pool:      none" in r.stdout
     # 9 planes of 100x100 read + 9 planes of 84x84 written per sample.
     assert "(153504 bytes per sample" in r.stdout
+
+
+def test_bench_replay_shares_the_summary():
+    r = run("bench", "--config", preset("drq_shift.yaml"), "--samples", "250", "--batch", "100",
+            "--threads", "1", "--replay", "300")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert re.search(r"^replay:    300 frames \[3, 84, 84\] filled in [\d.]+ s \([\d.]+ MiB\), "
+                     r"299 valid transitions; per call: add 1 step, sample 100 with obs and "
+                     r"next_obs augmented$", out, re.M), out
+    assert "rss filled:" in out
+    # 3 sample calls (100, 100, 50), each augmenting obs and next_obs: 6 engine calls.
+    assert re.search(r"^samples:   250 transitions \(obs \+ next_obs each\) in 6 engine calls$",
+                     out, re.M), out
+    assert float(field(out, "seconds")) > 0
+    assert float(field(out, "samples/s")) > 0
+    assert "bytes/s:" not in out  # the plain bench's line only
+    assert "pool:      none" in out
+    assert "rss end:" in out
+    assert "100%" in r.stderr
 
 
 # --- preview --------------------------------------------------------------------

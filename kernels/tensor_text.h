@@ -1,0 +1,62 @@
+// Tensors, shapes and dtypes as error messages print them, the way Python
+// users write them: describe(t) -> "uint8 [2, 9, 84] on cpu",
+// shape_text({3, 84, 84}) -> "[3, 84, 84]", dtype_name(at::kLong) -> "int64".
+// Header-only; every C++ error message that names a tensor uses these.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/ArrayRef.h>
+
+#include <cstdint>
+#include <string>
+
+namespace obsaug {
+
+// torch's Python name of a dtype (torch.uint8 -> "uint8"); c10's own name
+// for the rare ones Python spells the same way c10 does not list here.
+inline std::string dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kByte:
+      return "uint8";
+    case at::kChar:
+      return "int8";
+    case at::kShort:
+      return "int16";
+    case at::kInt:
+      return "int32";
+    case at::kLong:
+      return "int64";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kFloat:
+      return "float32";
+    case at::kDouble:
+      return "float64";
+    case at::kBool:
+      return "bool";
+    case at::kComplexFloat:
+      return "complex64";
+    case at::kComplexDouble:
+      return "complex128";
+    default:
+      return c10::toString(t);
+  }
+}
+
+// "[2, 9, 84]"; "[]" for a scalar.
+inline std::string shape_text(c10::IntArrayRef shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// "uint8 [2, 9, 84] on cpu"; "None" for an undefined tensor.
+inline std::string describe(const at::Tensor& t) {
+  if (!t.defined()) return "None";
+  return dtype_name(t.scalar_type()) + " " + shape_text(t.sizes()) + " on " + t.device().str();
+}
+
+}  // namespace obsaug

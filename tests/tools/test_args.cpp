@@ -1,0 +1,83 @@
+// tools/args: the CLI's option parsing, and the usage errors (exit status 2)
+// for each kind of mistake, naming the option.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tools/args.h"
+
+namespace obsaug::cli {
+namespace {
+
+// argv as main() gets it: "obsaug", the subcommand, then `rest`.
+Args parse(std::vector<std::string> rest, const std::set<std::string>& valued = {"config", "batch"},
+           const std::set<std::string>& bare = {"inplace"}) {
+  std::vector<std::string> words{"obsaug", "bench"};
+  words.insert(words.end(), rest.begin(), rest.end());
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  return parse_args("bench", static_cast<int>(argv.size()), argv.data(), 2, valued, bare);
+}
+
+std::string usage_error(std::vector<std::string> rest) {
+  try {
+    parse(std::move(rest));
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "parsed";
+}
+
+TEST(Args, ValuesFlagsAndPositionals) {
+  const Args a = parse({"--config", "a.yaml", "--batch=8", "--inplace", "extra", "--help"});
+  EXPECT_EQ(a.get("config"), "a.yaml");
+  EXPECT_EQ(a.get_int("batch", 256, 1), 8);
+  EXPECT_TRUE(a.has("inplace"));
+  EXPECT_TRUE(a.has("help"));
+  EXPECT_FALSE(a.has("samples"));
+  EXPECT_EQ(a.positional, std::vector<std::string>{"extra"});
+  EXPECT_EQ(a.get("samples", "none"), "none");
+}
+
+TEST(Args, IntegersAcceptExponentsAndRefuseTheRest) {
+  EXPECT_EQ(parse({"--batch", "1e7"}).get_int("batch", 0, 1), 10000000);
+  EXPECT_EQ(parse({"--batch", "10e6"}).get_int("batch", 0, 1), 10000000);
+  EXPECT_EQ(parse({}).get_int("batch", 256, 1), 256);
+  for (const char* bad : {"0", "-3", "1.5", "eight", "", "1e30", "99999999999999999999"}) {
+    try {
+      parse({"--batch", bad}).get_int("batch", 256, 1);
+      ADD_FAILURE() << "accepted --batch " << bad;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                std::string("--batch: expected an integer >= 1, got '") + bad + "'");
+    }
+  }
+}
+
+TEST(Args, MistakesNameTheOption) {
+  EXPECT_EQ(usage_error({"--bacth", "8"}),
+            "bench: unknown option '--bacth' (known: --batch --config --inplace)");
+  EXPECT_EQ(usage_error({"--batch"}), "--batch needs a value");
+  EXPECT_EQ(usage_error({"--inplace=yes"}), "--inplace takes no value");
+}
+
+TEST(Args, ConfigFromTheOptionOrTheOnePositional) {
+  EXPECT_EQ(required_config("bench", parse({"--config", "a.yaml"})), "a.yaml");
+  EXPECT_EQ(required_config("bench", parse({"b.yaml"})), "b.yaml");
+  try {
+    required_config("bench", parse({}));
+    ADD_FAILURE() << "no config accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "bench: --config FILE is required");
+  }
+  try {
+    required_config("bench", parse({"--config", "a.yaml", "b.yaml"}));
+    ADD_FAILURE() << "a stray argument accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), "bench: unexpected argument 'b.yaml'");
+  }
+}
+
+}  // namespace
+}  // namespace obsaug::cli
