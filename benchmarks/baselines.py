@@ -1,8 +1,8 @@
-"""The published baselines the benchmarks and examples/agent.py compare obsaug against.
+"""The published baselines the benchmarks compare obsaug against.
 
 One copy of each re-implementation, written after the published code's behaviour
-(nothing is imported from the upstream projects), plus the timing and reporting
-helpers the benchmark scripts share:
+(nothing is imported from the upstream projects); the timing and reporting the
+scripts share live in harness.py:
 
   DrQ-v2 (facebookresearch/drqv2)
     RandomShiftsAug            drqv2.py's augmentation (replicate pad + grid_sample)
@@ -16,37 +16,23 @@ helpers the benchmark scripts share:
                                the ImageFolder it reads, made from data/photos
     LazyFrames, DMCGBReplayBuffer
                                src/utils.py's FrameStack LazyFrames and ReplayBuffer
-  Shared helpers
-    cuda_sync, measure         seconds per call (CUDA events on CUDA)
-    run_info, cpu_model, git_describe, loadavg_str, print_run_header
-                               the machine / load header of a run
-    md_row, md_rule, print_md_table, write_json
-                               markdown tables and the JSON file
 
 Used by benchmarks/bench_ops.py, bench_side_by_side.py, bench_replay.py and
-examples/agent.py (which puts this folder on sys.path). tests/python/kernels/test_nn.py
-keeps its own, independent copy of RandomShiftsAug on purpose.
+bench_agent.py. tests/python/kernels/test_nn.py keeps its own, independent copy
+of RandomShiftsAug on purpose.
 """
 from __future__ import annotations
 
-import datetime
-import json
 import math
 import os
-import platform
-import shlex
-import subprocess
-import sys
 import tempfile
-import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PHOTO_EXT = (".jpg", ".jpeg", ".png")
 
 
@@ -178,7 +164,7 @@ class DrQv2Storage:
 # assertion that the input is a CUDA tensor (dropped so that the CPU column runs
 # too). Note their crop offsets are random_(0, crop_max), i.e. 0..7 for pad 4:
 # 8 of the 9 shifts (the CURL off-by-one); obsaug draws all 9.
-# (bench_ops.py's eager row; bench_side_by_side.py and examples/agent.py use
+# (bench_ops.py's eager row; bench_side_by_side.py and benchmarks/bench_agent.py use
 # dmcgb_random_shift_kornia below.)
 def view_as_windows_cuda(x, window_shape):
     """PyTorch CUDA-enabled implementation of view_as_windows"""
@@ -223,10 +209,10 @@ _random_crop = {}
 
 
 def dmcgb_random_shift_kornia(imgs, pad=4, reuse_crop=False):
-    """DMControl-GB's random_shift as bench_side_by_side.py and examples/agent.py
+    """DMControl-GB's random_shift as bench_side_by_side.py and benchmarks/bench_agent.py
     reproduce it: F.pad(imgs, (pad,)*4, mode='replicate') then kornia's
     RandomCrop((h, w)), a new module per call, as published. reuse_crop=True
-    (examples/agent.py) builds the RandomCrop module once per (h, w) and reuses
+    (benchmarks/bench_agent.py) builds the RandomCrop module once per (h, w) and reuses
     it (the same draws; DMControl-GB builds it per call, which costs the same
     order)."""
     import kornia.augmentation
@@ -306,9 +292,9 @@ class DMCGB:
     .to(device)), then `imgs.repeat(1, x.size(1)//3, 1, 1)` (//channels here)
     and `((1-alpha)*(x/255.) + alpha*imgs)*255.` with alpha 0.5: float 0..255 out.
 
-    pin_memory: default device.type == 'cuda' (examples/agent.py passes
+    pin_memory: default device.type == 'cuda' (benchmarks/bench_agent.py passes
     torch.cuda.is_available()). class_dir: when set, only the images of that
-    class folder (examples/agent.py: 'photos'; empty classes allowed)."""
+    class folder (benchmarks/bench_agent.py: 'photos'; empty classes allowed)."""
 
     def __init__(self, root: str, device: torch.device, channels: int, num_workers: int,
                  pin_memory: Optional[bool] = None, class_dir: Optional[str] = None):
@@ -420,10 +406,10 @@ class DMCGBReplayBuffer:
     np.array(x, copy=False) of the original is np.asarray under numpy 2.
 
     prefill=True: the list starts with `capacity` placeholder frames
-    np.ones((3, H, W)) (upstream's prefill_memory; examples/agent.py);
+    np.ones((3, H, W)) (upstream's prefill_memory; benchmarks/bench_agent.py);
     prefill=False: it starts empty and grows (bench_replay.py, whose RSS
     measurement would otherwise count the placeholders).
-    seed=None: indices from the global np.random (as upstream; examples/agent.py);
+    seed=None: indices from the global np.random (as upstream; benchmarks/bench_agent.py);
     else a np.random.RandomState(seed) (bench_replay.py)."""
 
     def __init__(self, obs_shape, action_shape, capacity, batch_size, seed=None,
@@ -490,92 +476,3 @@ class DMCGBReplayBuffer:
         obs = dmcgb_random_shift_kornia(obs, pad, reuse_crop)
         next_obs = dmcgb_random_shift_kornia(next_obs, pad, reuse_crop)
         return obs, actions, rewards, next_obs, not_dones
-
-
-# --------------------------------------------------------------------------
-# Timing
-# --------------------------------------------------------------------------
-
-def cuda_sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def measure(fn: Callable[[], object], iters: int, device: torch.device) -> float:
-    """Seconds per call, averaged over `iters` back-to-back calls (CUDA: CUDA
-    events on the current stream)."""
-    if device.type == "cuda":
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize(device)
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3 / iters
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    return (time.perf_counter() - t0) / iters
-
-
-# --------------------------------------------------------------------------
-# Reporting: the run's header, markdown tables, JSON
-# --------------------------------------------------------------------------
-
-def run_info() -> Dict:
-    """The first keys of every benchmark's environment record."""
-    return {
-        "command": " ".join(shlex.quote(a) for a in [sys.executable] + sys.argv),
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "host": platform.node(), "python": platform.python_version(),
-    }
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
-    except OSError:
-        return platform.processor()
-
-
-def git_describe(root: str = ROOT) -> Optional[str]:
-    try:
-        return subprocess.run(["git", "-C", root, "describe", "--always", "--dirty"],
-                              capture_output=True, text=True, timeout=10).stdout.strip() or None
-    except Exception:  # noqa: BLE001
-        return None
-
-
-def loadavg_str(load: Sequence[float]) -> str:
-    return " ".join(f"{v:.2f}" for v in load)
-
-
-def print_run_header(env: Dict, extra: str = "") -> None:
-    print(f"command: {env['command']}")
-    print(f"date: {env['date']}  host: {env['host']}  git: {env['git']}{extra}")
-
-
-def md_row(cells) -> str:
-    return "| " + " | ".join(str(c) for c in cells) + " |"
-
-
-def md_rule(align: str) -> str:
-    """'l' / 'r' per column: |---| or |---:|."""
-    return "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"
-
-
-def print_md_table(header, align: str, rows) -> None:
-    print(md_row(header))
-    print(md_rule(align))
-    for r in rows:
-        print(md_row(r))
-
-
-def write_json(path: str, obj) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=1)
-    print(f"wrote {path}")

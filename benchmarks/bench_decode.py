@@ -44,11 +44,9 @@ Example:
 from __future__ import annotations
 
 import argparse
-import datetime
 import glob
 import json
 import os
-import platform
 import shlex
 import shutil
 import statistics
@@ -57,7 +55,9 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+import harness
+from harness import ROOT
+
 SETS = ("places256", "w512", "original")
 # Not run by default: the originals split by JPEG coding process.
 EXTRA_SETS = ("original-baseline", "original-progressive")
@@ -222,13 +222,9 @@ def main():
     import torch
     import torchvision
 
-    print("command: " + shlex.join([os.path.relpath(sys.executable, ROOT)
-                                    if sys.executable.startswith(ROOT) else sys.executable]
-                                   + [os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]))
-    load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    print(f"date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}  "
-          f"host: {platform.node()}  cpus: {os.cpu_count()}  cpu: {platform.processor() or platform.machine()}"
-          + (f"  load avg: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}" if load else ""))
+    env = harness.environment(bench=bench, pillow=PIL.__version__,
+                              torchvision=torchvision.__version__)
+    harness.print_header(env)
     print(f"obsaug bench: {bench}")
     print(f"Pillow {PIL.__version__} (libjpeg-turbo {PIL.features.version('libjpeg_turbo')}), "
           f"torch {torch.__version__}, torchvision {torchvision.__version__}, torch threads 1")
@@ -264,7 +260,7 @@ def main():
         results_wall = {(name, m): [] for name in args.sets for m in METHODS}
         records = []
         for r in range(args.rounds):
-            order = METHODS[r % len(METHODS):] + METHODS[:r % len(METHODS)]
+            order = harness.rotated(METHODS, r)
             for name in args.sets:
                 for method in order:
                     if method == "Pillow+tv":
@@ -318,15 +314,11 @@ def main():
     print("target (issue 3): obsaug with DCT scaling >= 2x Pillow + torchvision per thread on "
           "256x256-or-larger JPEGs, by CPU time: " + "; ".join(verdicts))
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump({"size": size, "rounds": args.rounds, "seconds": args.seconds,
-                       "sets": summaries, "measurements": records,
-                       "median_images_per_cpu_s": {f"{n}/{m}": med(results, n, m)
-                                                   for n, m in results},
-                       "median_images_per_s": {f"{n}/{m}": med(results_wall, n, m)
-                                               for n, m in results_wall}},
-                      f, indent=1)
+        harness.write_json(args.json, {
+            "environment": env, "size": size, "rounds": args.rounds, "seconds": args.seconds,
+            "sets": summaries, "measurements": records,
+            "median_images_per_cpu_s": {f"{n}/{m}": med(results, n, m) for n, m in results},
+            "median_images_per_s": {f"{n}/{m}": med(results_wall, n, m) for n, m in results_wall}})
 
 
 if __name__ == "__main__":

@@ -45,21 +45,19 @@ Example:
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
 import sys
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-try:
-    import obsaug
-except ImportError:  # running from a checkout without PYTHONPATH=python
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-    import obsaug
+import harness
+from baselines import RandomShiftsAug, dmcgb_random_shift
+from harness import Method
+
+obsaug = harness.import_obsaug()
 
 try:
     import kornia
@@ -67,8 +65,6 @@ try:
 except Exception:  # noqa: BLE001  (kornia is optional)
     kornia = None
 
-from baselines import (RandomShiftsAug, cpu_model, dmcgb_random_shift, git_describe,
-                       measure, cuda_sync, print_run_header, run_info, write_json)
 
 PAD = 4
 ALPHA = 0.5
@@ -102,34 +98,6 @@ def eager_shift_overlay(x, pool):
 def kornia_drq_aug(h, w):
     """DrQ (denisyarats/drq), drq.py: nn.Sequential(ReplicationPad2d(4), RandomCrop)."""
     return nn.Sequential(nn.ReplicationPad2d(PAD), kornia.augmentation.RandomCrop((h, w)))
-
-
-# --------------------------------------------------------------------------
-# Timing
-# --------------------------------------------------------------------------
-
-class Method:
-    def __init__(self, key: str, label: str, fn: Callable[[], object], nbytes: int,
-                 group: str, baseline: Optional[str] = None, uint8: bool = True):
-        self.key, self.label, self.fn, self.nbytes = key, label, fn, nbytes
-        self.group, self.baseline, self.uint8 = group, baseline, uint8
-        self.iters = 1
-        self.times: List[float] = []
-
-
-def _calibrate(m: Method, device: torch.device, warmup: int, min_time: float) -> None:
-    """Warm up (at most `warmup` calls, fewer once 0.3 s is spent) and pick the
-    number of calls per measurement so that one measurement lasts ~min_time."""
-    t0 = time.perf_counter()
-    for i in range(warmup):
-        m.fn()
-        if time.perf_counter() - t0 > 0.3:
-            break
-    cuda_sync(device)
-    per_call = measure(m.fn, 1, device)
-    if per_call < min_time / 4:
-        per_call = measure(m.fn, max(1, min(16, int(min_time / 4 / max(per_call, 1e-7)))), device)
-    m.iters = int(min(100000, max(1, round(min_time / max(per_call, 1e-7)))))
 
 
 def run_config(device: torch.device, frames: str, channels: Optional[int], batch: int,
@@ -186,47 +154,43 @@ def run_config(device: torch.device, frames: str, channels: Optional[int], batch
         return obsaug.ops.shift(obs_f, seed=seed, step=step[0], pad=PAD)
 
     methods = [
-        Method("copy", "copy (floor: dst.copy_(src))", lambda: dst.copy_(src), 2 * n, "u8"),
-        Method("obsaug_inplace", "obsaug shift+overlay in place", obsaug_inplace,
-               fused_bytes, "u8", baseline="eager"),
-        Method("obsaug_out", "obsaug shift+overlay out of place", obsaug_out,
-               fused_bytes, "u8", baseline="eager"),
-        Method("eager", eager_label, eager, fused_bytes, "u8"),
-        Method("obsaug_shift_f32", "obsaug shift f32 out of place", obsaug_shift_f32,
-               f32_bytes, "f32", baseline="drqv2", uint8=False),
-        Method("drqv2", "DrQ-v2 RandomShiftsAug f32 (grid_sample)",
-               lambda: drqv2(obs_f), f32_bytes, "f32", uint8=False),
+        Method("copy", lambda: dst.copy_(src), "copy (floor: dst.copy_(src))", nbytes=2 * n),
+        Method("obsaug_inplace", obsaug_inplace, "obsaug shift+overlay in place",
+               nbytes=fused_bytes, baseline="eager"),
+        Method("obsaug_out", obsaug_out, "obsaug shift+overlay out of place",
+               nbytes=fused_bytes, baseline="eager"),
+        Method("eager", eager, eager_label, nbytes=fused_bytes),
+        Method("obsaug_shift_f32", obsaug_shift_f32, "obsaug shift f32 out of place",
+               nbytes=f32_bytes, baseline="drqv2", uint8=False),
+        Method("drqv2", lambda: drqv2(obs_f), "DrQ-v2 RandomShiftsAug f32 (grid_sample)",
+               nbytes=f32_bytes, uint8=False),
     ]
     if kaug is not None:
-        methods.append(Method("kornia", "DrQ pad+kornia RandomCrop f32",
-                              lambda: kaug(obs_f), f32_bytes, "f32", uint8=False))
+        methods.append(Method("kornia", lambda: kaug(obs_f), "DrQ pad+kornia RandomCrop f32",
+                              nbytes=f32_bytes, uint8=False))
 
     with torch.no_grad():
-        for m in methods:
-            _calibrate(m, device, warmup, min_time)
-        for r in range(rounds):
-            order = methods[r % len(methods):] + methods[:r % len(methods)]
-            for m in order:
-                m.times.append(measure(m.fn, m.iters, device))
+        harness.run_rounds(methods, rounds, device, warmup, min_time)
 
     by_key = {m.key: m for m in methods}
-    t_copy = statistics.median(by_key["copy"].times)
+    t_copy = harness.median(by_key["copy"])
     rows = []
     for m in methods:
-        t = statistics.median(m.times)
-        base = by_key[m.baseline] if m.baseline else None
+        t = harness.median(m)
+        uint8 = m.info.get("uint8", True)
+        base = by_key[m.info["baseline"]] if m.info.get("baseline") else None
         rows.append({
             "device": str(device), "frames": frames, "stack": sc // c, "channels": c,
             "batch": batch, "pool": pool_size, "method": m.key, "label": m.label,
-            "dtype": "uint8" if m.uint8 else "float32",
+            "dtype": "uint8" if uint8 else "float32",
             "seconds_per_call": t, "ms_per_call": t * 1e3,
-            "iqr": _iqr(m.times) / t,
+            "iqr": harness.iqr(m.times) / t,
             "calls_per_round": m.iters, "rounds": len(m.times),
-            "samples_per_s": batch / t, "bytes_per_call": m.nbytes,
-            "GB_per_s": m.nbytes / t / 1e9,
-            "x_copy": (t_copy / t) if m.uint8 else None,
-            "baseline": m.baseline,
-            "speedup": (statistics.median(base.times) / t) if base else None,
+            "samples_per_s": batch / t, "bytes_per_call": m.info["nbytes"],
+            "GB_per_s": m.info["nbytes"] / t / 1e9,
+            "x_copy": (t_copy / t) if uint8 else None,
+            "baseline": m.info.get("baseline"),
+            "speedup": (harness.median(base) / t) if base else None,
             "times": m.times,
         })
     return rows
@@ -235,13 +199,6 @@ def run_config(device: torch.device, frames: str, channels: Optional[int], batch
 # --------------------------------------------------------------------------
 # Output
 # --------------------------------------------------------------------------
-
-def _iqr(times: List[float]) -> float:
-    if len(times) < 4:
-        return max(times) - min(times)
-    q = statistics.quantiles(times, n=4)
-    return q[2] - q[0]
-
 
 def _fmt(v, spec, empty=""):
     return empty if v is None else format(v, spec)
@@ -285,23 +242,6 @@ def print_summary(rows: List[Dict]) -> None:
               f"{sh['speedup']:>18.2f}x")
 
 
-def environment() -> Dict:
-    env = run_info()
-    env.update({
-        "torch": torch.__version__, "torch_cuda": torch.version.cuda,
-        "threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
-        "cpu_count": os.cpu_count(), "obsaug": getattr(obsaug, "__version__", "?"),
-        "obsaug_file": obsaug.__file__,
-        "obsaug_built_with_cuda": bool(getattr(obsaug, "built_with_cuda", False)),
-        "kornia": getattr(kornia, "__version__", None),
-    })
-    env["cpu"] = cpu_model()
-    if torch.cuda.is_available():
-        env["gpu"] = torch.cuda.get_device_name(0)
-    env["git"] = git_describe()
-    return env
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -329,14 +269,9 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     devices = args.device or (["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
-    env = environment()
-    print_run_header(env)
-    print(f"torch {env['torch']} (cuda {env['torch_cuda']}), threads {env['threads']}, "
-          f"interop {env['interop_threads']}, cpus {env['cpu_count']}, cpu: {env['cpu']}")
-    if "gpu" in env:
-        print(f"gpu: {env['gpu']}")
-    print(f"obsaug {env['obsaug']} from {env['obsaug_file']} (built with CUDA: "
-          f"{env['obsaug_built_with_cuda']}), kornia {env['kornia']}")
+    env = harness.environment(kornia=getattr(kornia, "__version__", None))
+    harness.print_header(env)
+    print(f"kornia {env['kornia']}")
     print(f"pipeline {OBSAUG_OPS}, pool P={args.pool}, rounds {args.rounds}, "
           f"warm-up {args.warmup}; time = median over rounds of the per-call mean, "
           f"iqr = interquartile range of the rounds / median")
@@ -373,7 +308,7 @@ def main(argv=None) -> int:
     print_summary(rows)
     print(f"\n(wall time {time.perf_counter() - t_start:.0f} s)")
     if args.json:
-        write_json(args.json, {"environment": env, "results": rows})
+        harness.write_json(args.json, {"environment": env, "results": rows})
     return 0
 
 

@@ -20,36 +20,27 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import time
 
 import torch
 
-import obsaug
+import harness
+from harness import ROOT
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir)
+obsaug = harness.import_obsaug()
+
 OPS = [{"op": "shift", "pad": 4}, {"op": "overlay", "alpha": 0.5}]
 
 
-def percentile(values, q):
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
-
-
 def time_calls(pool_images, obs, calls, refresh, device, first_step):
-    times = []
-    for i in range(calls):
-        start = time.perf_counter()
+    """Latency of each call: refresh (when given) + one in-place augment."""
+    def call(i):
         if refresh is not None:
             refresh()
         obsaug.ops.augment(obs, pool_images, ops=OPS, seed=1, step=first_step + i, inplace=True)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    return times
+    return harness.latencies(call, calls, device)
 
 
 def main():
@@ -100,14 +91,15 @@ def main():
         "refresh stopped": stopped,
         "refresh running": running,
     }
-    print(f"obsaug pool benchmark: {platform.node()}, {os.cpu_count()} CPUs, torch "
-          f"{torch.__version__}, {torch.get_num_threads()} intra-op threads, device {device}")
+    env = harness.environment()
+    harness.print_header(env)
+    print(f"obsaug pool benchmark: {torch.get_num_threads()} intra-op threads, device {device}")
     print(f"batch {args.batch} x {args.frames}, pool {args.pool}, {args.threads} decoder "
           f"thread(s) at nice +{args.worker_nice}, {args.rounds} rounds x {args.calls} calls, ops shift 4 + overlay 0.5")
     print(f"{'phase':<18}{'median ms':>11}{'p99 ms':>10}")
     results = {}
     for name, values in rows.items():
-        med, p99 = statistics.median(values) * 1e3, percentile(values, 99) * 1e3
+        med, p99 = statistics.median(values) * 1e3, harness.percentile(values, 99) * 1e3
         results[name] = {"median_ms": med, "p99_ms": p99}
         print(f"{name:<18}{med:>11.3f}{p99:>10.3f}")
     change = results["refresh running"]["median_ms"] / results["refresh stopped"]["median_ms"] - 1
@@ -115,10 +107,10 @@ def main():
           f"(decode rate {statistics.mean(rates):.0f} images/s, "
           f"{statistics.mean(uploads_per_call):.2f} uploads per call)")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "results": results, "median_change": change,
-                       "decode_rate": statistics.mean(rates),
-                       "uploads_per_call": statistics.mean(uploads_per_call)}, f, indent=2)
+        harness.write_json(args.json, {"environment": env, "args": vars(args), "results": results,
+                                       "median_change": change,
+                                       "decode_rate": statistics.mean(rates),
+                                       "uploads_per_call": statistics.mean(uploads_per_call)})
 
 
 if __name__ == "__main__":

@@ -103,7 +103,7 @@ import sys
 import time
 import tracemalloc
 import warnings
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 import torch
@@ -125,8 +125,9 @@ except Exception as e:  # noqa: BLE001
     obsaug = None
     OBSAUG_ERR = f"import obsaug failed: {e}"
 
-from baselines import (DMCGBReplayBuffer, DrQv2Storage, LazyFrames, cpu_model, git_describe,
-                       md_row, md_rule, print_md_table, print_run_header, run_info, write_json)
+import harness
+from baselines import DMCGBReplayBuffer, DrQv2Storage, LazyFrames
+from harness import Method, md_row, md_rule, print_md_table
 
 FRAME = (3, 84, 84)
 STACK = 3
@@ -587,55 +588,12 @@ def eager_augment(x: torch.Tensor, pool: torch.Tensor) -> torch.Tensor:
 
 
 # --------------------------------------------------------------------------
-# Timing (as benchmarks/bench_ops.py)
+# Timing (benchmarks/harness.py, without autograd)
 # --------------------------------------------------------------------------
-
-class Method:
-    def __init__(self, key: str, fn: Callable[[], object], units: int = 1,
-                 prepare: Optional[Callable[[int], None]] = None, max_iters: int = 100000,
-                 max_rounds: int = 1000, fixed_iters: Optional[int] = None):
-        self.key, self.fn, self.units, self.prepare = key, fn, units, prepare
-        self.max_iters, self.max_rounds, self.fixed_iters = max_iters, max_rounds, fixed_iters
-        self.iters = 1
-        self.times: List[float] = []
-
-
-def _measure(m: Method, iters: int) -> float:
-    if m.prepare is not None:
-        m.prepare(iters)
-    fn = m.fn
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    return (time.perf_counter() - t0) / iters
-
-
-def _calibrate(m: Method, warmup: int, min_time: float) -> None:
-    if m.fixed_iters:  # slow methods: already warm, no calibration calls
-        m.iters = m.fixed_iters
-        return
-    t0 = time.perf_counter()
-    for _ in range(warmup):
-        _measure(m, 1)
-        if time.perf_counter() - t0 > 0.3:
-            break
-    per_call = _measure(m, 1)
-    m.iters = int(min(m.max_iters, max(1, round(min_time / max(per_call, 1e-7)))))
-
 
 def run_phase(methods: List[Method], rounds: int, warmup: int, min_time: float) -> None:
     with torch.no_grad():
-        for m in methods:
-            _calibrate(m, warmup, min_time)
-        for r in range(rounds):
-            order = methods[r % len(methods):] + methods[:r % len(methods)]
-            for m in order:
-                if len(m.times) < m.max_rounds:
-                    m.times.append(_measure(m, m.iters))
-
-
-def med(m: Optional[Method]) -> Optional[float]:
-    return statistics.median(m.times) if m is not None and m.times else None
+        harness.run_rounds(methods, rounds, None, warmup, min_time)
 
 
 # --------------------------------------------------------------------------
@@ -654,23 +612,13 @@ def check_stacks(obs: torch.Tensor, next_obs: torch.Tensor, label: str) -> None:
 # Main
 # --------------------------------------------------------------------------
 
-def environment(args) -> Dict:
-    env = run_info()
-    env.update({
-        "torch": torch.__version__, "numpy": np.__version__,
-        "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
-        "obsaug": getattr(obsaug, "__version__", None) if obsaug else None,
-        "obsaug_file": getattr(obsaug, "__file__", None) if obsaug else None,
-    })
-    env["cpu"] = cpu_model()
+def mem_available_gb() -> Optional[float]:
     try:
         with open("/proc/meminfo") as f:
             mi = {l.split(":")[0]: int(l.split()[1]) * 1024 for l in f}
-        env["mem_available_GB"] = mi.get("MemAvailable", 0) / 1e9
+        return mi.get("MemAvailable", 0) / 1e9
     except OSError:
-        env["mem_available_GB"] = None
-    env["git"] = git_describe(ROOT)
-    return env
+        return None
 
 
 def make_engine(seed: int, pool: int):
@@ -723,10 +671,9 @@ def main(argv=None) -> int:
     B, cap = args.batch, args.capacity
     stacked_bytes = STACK * int(np.prod(FRAME))
 
-    env = environment(args)
-    print_run_header(env)
-    print(f"torch {env['torch']}, numpy {env['numpy']}, threads {env['threads']}, "
-          f"cpus {env['cpu_count']}, cpu: {env['cpu']}, MemAvailable {env['mem_available_GB']:.1f} GB")
+    env = harness.environment(numpy=np.__version__, mem_available_GB=mem_available_gb())
+    harness.print_header(env)
+    print(f"numpy {env['numpy']}, MemAvailable {env['mem_available_GB']:.1f} GB")
     print(f"frames {FRAME} uint8, stack {STACK}, action {ACTION} float32, episodes of {EP_LEN} "
           f"(terminated), capacity {cap:,}, batch {B}, n-step {args.n_step} (obsaug, DrQ-v2), "
           f"gamma {args.gamma}; rounds {rounds}, min-time {min_time}s per measurement")
@@ -793,10 +740,11 @@ def main(argv=None) -> int:
     ADD_CHUNK = 100  # transitions per timed add call (single env)
 
     def obsaug_phase_methods(ob: ObsaugBuffer, phase: str) -> List[Method]:
-        ms = [Method(f"obsaug_add_{phase}", lambda: ob.steps(ADD_CHUNK), ADD_CHUNK),
-              Method(f"obsaug_sample_{phase}", lambda: ob.sample(B), B)]
+        ms = [Method(f"obsaug_add_{phase}", lambda: ob.steps(ADD_CHUNK), units=ADD_CHUNK),
+              Method(f"obsaug_sample_{phase}", lambda: ob.sample(B), units=B)]
         if ob.batched_ok:
-            ms.append(Method(f"obsaug_add8_{phase}", lambda: ob.steps8(ADD_CHUNK // 8), 8 * (ADD_CHUNK // 8)))
+            ms.append(Method(f"obsaug_add8_{phase}", lambda: ob.steps8(ADD_CHUNK // 8),
+                             units=8 * (ADD_CHUNK // 8)))
         obsaug_methods["add"].append(ms[0])
         obsaug_methods["sample"].append(ms[1])
         if ob.batched_ok:
@@ -825,8 +773,8 @@ def main(argv=None) -> int:
     assert s["obs"].shape == (B, STACK * FRAME[0], *FRAME[1:])
     assert eager_augment(s["obs"], pool).shape == s["obs"].shape
 
-    m_drq_add = Method("drqv2_add", lambda: drq.steps(ADD_CHUNK), ADD_CHUNK)
-    m_drq_sample = Method("drqv2_sample", lambda: drq.sample(B), B)
+    m_drq_add = Method("drqv2_add", lambda: drq.steps(ADD_CHUNK), units=ADD_CHUNK)
+    m_drq_sample = Method("drqv2_sample", lambda: drq.sample(B), units=B)
 
     def sample_then_augment():
         b = drq.sample(B)
@@ -834,13 +782,13 @@ def main(argv=None) -> int:
         b["next_obs"] = eager_augment(b["next_obs"], pool)
         return b
 
-    m_e = Method("sample_then_augment", sample_then_augment, B)
+    m_e = Method("sample_then_augment", sample_then_augment, units=B)
     methods = [m_drq_add, m_drq_sample, m_e]
     m_fused = m_unfused = None
     if ob is not None:
         methods += obsaug_phase_methods(ob, "p1")
         if engine is not None:
-            m_fused = Method("obsaug_fused", lambda: ob.rb.sample(B, augment=engine), B)
+            m_fused = Method("obsaug_fused", lambda: ob.rb.sample(B, augment=engine), units=B)
 
             def unfused():
                 b = ob.rb.sample(B)
@@ -848,7 +796,7 @@ def main(argv=None) -> int:
                 b["next_obs"] = engine.augment(b["next_obs"])
                 return b
 
-            m_unfused = Method("obsaug_unfused", unfused, B)
+            m_unfused = Method("obsaug_unfused", unfused, units=B)
             methods += [m_fused, m_unfused]
     run_phase(methods, rounds, args.warmup, min_time)
     results["drqv2"].update(add=m_drq_add, sample=m_drq_sample,
@@ -877,29 +825,30 @@ def main(argv=None) -> int:
             del s
             # a sample takes seconds here: one call per measurement, at most 2 rounds
             # (1 with --quick), no warm-up beyond the checked call above
-            m_add = Method("torchrl_add", lambda: trl.steps(ADD_CHUNK), ADD_CHUNK,
+            m_add = Method("torchrl_add", lambda: trl.steps(ADD_CHUNK), units=ADD_CHUNK,
                            prepare=lambda it: trl.prepare(it * ADD_CHUNK), max_iters=20)
-            m_sample = Method("torchrl_sample", lambda: trl.sample(B), B, fixed_iters=1,
+            m_sample = Method("torchrl_sample", lambda: trl.sample(B), units=B, fixed_iters=1,
                               max_rounds=1 if args.quick else 2)
             methods = [m_sample]
             m_ob_sample = m_ob_add = m_ob_add8 = None
             if ob is not None:
-                m_ob_sample = Method("obsaug_sample_p2", lambda: ob.sample(B), B)
+                m_ob_sample = Method("obsaug_sample_p2", lambda: ob.sample(B), units=B)
                 obsaug_methods["sample"].append(m_ob_sample)
                 methods.append(m_ob_sample)
             run_phase(methods, rounds, 1, min_time)
             # adds last: they write single transitions / 8-env batches that break the
             # trajectory layout SliceSampler expects
-            m_add8 = Method("torchrl_add8", lambda: trl.steps8(ADD_CHUNK // 8), 8 * (ADD_CHUNK // 8),
+            m_add8 = Method("torchrl_add8", lambda: trl.steps8(ADD_CHUNK // 8),
+                            units=8 * (ADD_CHUNK // 8),
                             prepare=lambda it: trl.prepare8(it * (ADD_CHUNK // 8)), max_iters=20)
             methods2 = [m_add, m_add8]
             if ob is not None:
-                m_ob_add = Method("obsaug_add_p2", lambda: ob.steps(ADD_CHUNK), ADD_CHUNK)
+                m_ob_add = Method("obsaug_add_p2", lambda: ob.steps(ADD_CHUNK), units=ADD_CHUNK)
                 obsaug_methods["add"].append(m_ob_add)
                 methods2.append(m_ob_add)
                 if ob.batched_ok:
                     m_ob_add8 = Method("obsaug_add8_p2", lambda: ob.steps8(ADD_CHUNK // 8),
-                                       8 * (ADD_CHUNK // 8))
+                                       units=8 * (ADD_CHUNK // 8))
                     obsaug_methods["add8"].append(m_ob_add8)
                     methods2.append(m_ob_add8)
             run_phase(methods2, rounds, args.warmup, min_time)
@@ -927,9 +876,9 @@ def main(argv=None) -> int:
     s = dm.sample(B)
     check_stacks(s[0], s[3], "DMControl-GB")
     del s
-    m_add = Method("dmcgb_add", lambda: dm.steps(ADD_CHUNK), ADD_CHUNK,
+    m_add = Method("dmcgb_add", lambda: dm.steps(ADD_CHUNK), units=ADD_CHUNK,
                    prepare=lambda it: dm.prepare(it * ADD_CHUNK), max_iters=200)
-    m_sample = Method("dmcgb_sample", lambda: dm.sample(B), B)
+    m_sample = Method("dmcgb_sample", lambda: dm.sample(B), units=B)
     methods = [m_add, m_sample]
     if ob is not None:
         methods += obsaug_phase_methods(ob, "p3")[:2]
@@ -955,9 +904,9 @@ def main(argv=None) -> int:
     for key in ("drqv2", "torchrl", "dmcgb"):
         if key in results:
             r = results[key]
-            r["t_add"], r["t_sample"] = med(r.get("add")), med(r.get("sample"))
-            r["t_add8"] = med(r.get("add8"))
-            r["obsaug_t_add"], r["obsaug_t_sample"] = med(r.get("obsaug_add")), med(r.get("obsaug_sample"))
+            r["t_add"], r["t_sample"] = harness.median(r.get("add")), harness.median(r.get("sample"))
+            r["t_add8"] = harness.median(r.get("add8"))
+            r["obsaug_t_add"], r["obsaug_t_sample"] = harness.median(r.get("obsaug_add")), harness.median(r.get("obsaug_sample"))
 
     ob_bytes = results["obsaug"]["rss_bytes_per_slot"] if ob is not None else None
     rows = []
@@ -1007,8 +956,8 @@ def main(argv=None) -> int:
                      f(x['memory_x_obsaug'], '.2f')] for x in rows))
 
     # sample + augment rows
-    t_e = med(m_e)
-    t_fused, t_unfused = med(m_fused), med(m_unfused)
+    t_e = harness.median(m_e)
+    t_fused, t_unfused = harness.median(m_fused), harness.median(m_unfused)
     print(f"\nSample + augment (B={B}, obs and next_obs, [shift pad {PAD} replicate, overlay {ALPHA}], "
           f"uint8 out; phase 1):\n")
     print(md_row(["method", "ms/batch", "batches/s", "samples/s", "fused x faster"]))
@@ -1062,7 +1011,7 @@ def main(argv=None) -> int:
     print(f"\n(wall time {time.perf_counter() - t_start:.0f} s)")
 
     if args.json:
-        write_json(args.json, {"environment": env, "skipped": skipped, "rows": rows,
+        harness.write_json(args.json, {"environment": env, "skipped": skipped, "rows": rows,
                                "sample_augment": {"fused_s": t_fused, "unfused_s": t_unfused,
                                                   "eager_s": t_e}})
     return 0

@@ -102,7 +102,6 @@ import concurrent.futures
 import math
 import os
 import shutil
-import statistics
 import sys
 import time
 import warnings
@@ -110,12 +109,11 @@ from typing import Dict, List
 
 import torch
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-try:
-    import obsaug
-except ImportError:  # a checkout without the package on the path
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    import obsaug
+import harness
+from baselines import DMCGB, RandomShiftsAug, build_image_folder, places_transform
+from harness import ROOT, Method, loadavg_str, md_row, md_rule, print_md_table
+
+obsaug = harness.import_obsaug()
 
 import torchvision.datasets as datasets
 
@@ -125,9 +123,6 @@ try:
 except Exception:  # noqa: BLE001  (kornia is pinned in requirements.txt, but optional here)
     kornia = None
 
-from baselines import (DMCGB, RandomShiftsAug, build_image_folder, cpu_model, cuda_sync,
-                       git_describe, loadavg_str, measure, md_row, md_rule, places_transform,
-                       print_md_table, print_run_header, run_info, write_json)
 
 PAD = 4
 ALPHA = 0.5
@@ -196,47 +191,13 @@ def preloaded_overlay_shift(obs, pool, stack, channels, shift):
 # Timing
 # --------------------------------------------------------------------------
 
-class Method:
-    def __init__(self, key, label, fn, dataloader=False):
-        self.key, self.label, self.fn, self.dataloader = key, label, fn, dataloader
-        self.iters = 1
-        self.times: List[float] = []
-
-
-def _calibrate(m, device, min_time):
-    t0 = time.perf_counter()
-    for _ in range(3):
-        t1 = time.perf_counter()
-        m.fn()
-        cuda_sync(device)
-        if time.perf_counter() - t0 > 0.2:
-            break
-    per = time.perf_counter() - t1   # the last warm-up call
-    if per < min_time:
-        per = measure(m.fn, 1, device)
-    if per < min_time / 4:
-        per = measure(m.fn, max(1, min(16, int(min_time / 4 / max(per, 1e-7)))), device)
-    m.iters = int(min(100000, max(1, round(min_time / max(per, 1e-7)))))
-
-
-def time_fast(methods, device, rounds, min_time):
-    for m in methods:
-        _calibrate(m, device, min_time)
-    for r in range(rounds):
-        k = r % len(methods)
-        for m in methods[k:] + methods[:k]:
-            m.times.append(measure(m.fn, m.iters, device))
-
-
 def time_dataloader(m, device, calls):
-    m.fn()               # warm-up: loader construction, worker start, first batch
-    cuda_sync(device)
+    """One warm-up call (loader construction, worker start, first batch), then
+    the latency of each of `calls` calls."""
+    m.fn()
+    harness.sync(device)
     m.iters = calls
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        m.fn()
-        cuda_sync(device)
-        m.times.append(time.perf_counter() - t0)
+    m.times = harness.latencies(lambda _: m.fn(), calls, device)
 
 
 # --------------------------------------------------------------------------
@@ -269,28 +230,29 @@ def run_config(device, frames, batch, eng, image_root, args) -> List[Dict]:
             if kornia is not None else None)
 
     fast = [
-        Method("copy", "copy (dst.copy_(src), floor)", lambda: dst.copy_(src)),
-        Method("obsaug_inplace", "obsaug Engine augment_ (in place)", lambda: eng.augment_(obs)),
-        Method("obsaug_out", "obsaug Engine augment (out of place)", lambda: eng.augment(obs)),
-        Method("preloaded", "PyTorch preloaded uint8 pool + DrQ-v2 shift",
-               lambda: preloaded_overlay_shift(obs, pool, s, c, drqv2)),
-        Method("drqv2", "DrQ-v2 RandomShiftsAug alone (f32)", lambda: drqv2(obs.float())),
+        Method("copy", lambda: dst.copy_(src), "copy (dst.copy_(src), floor)"),
+        Method("obsaug_inplace", lambda: eng.augment_(obs), "obsaug Engine augment_ (in place)"),
+        Method("obsaug_out", lambda: eng.augment(obs), "obsaug Engine augment (out of place)"),
+        Method("preloaded", lambda: preloaded_overlay_shift(obs, pool, s, c, drqv2),
+               "PyTorch preloaded uint8 pool + DrQ-v2 shift"),
+        Method("drqv2", lambda: drqv2(obs.float()), "DrQ-v2 RandomShiftsAug alone (f32)"),
     ]
     if kaug is not None:
-        fast.append(Method("kornia", "kornia RandomCrop pad 4 replicate alone (f32)",
-                           lambda: kaug(obs.float())))
+        fast.append(Method("kornia", lambda: kaug(obs.float()),
+                           "kornia RandomCrop pad 4 replicate alone (f32)"))
 
     # sanity: shapes and dtypes
     with torch.no_grad():
         assert eng.augment(obs).shape == obs.shape
         assert preloaded_overlay_shift(obs, pool, s, c, drqv2).dtype == torch.uint8
-        time_fast(fast, device, args.rounds, args.min_time)
+        harness.run_rounds(fast, args.rounds, device, warmup=3, min_time=args.min_time,
+                           warmup_budget=0.2)
 
         dl_methods = []
         if not args.no_dataloader:
             dmc = DMCGB(image_root, device, c, args.workers)
-            m = Method("dmcgb", "DMC-GB random_shift + random_overlay (DataLoader/call)",
-                       lambda: dmc(obs), dataloader=True)
+            m = Method("dmcgb", lambda: dmc(obs),
+                       "DMC-GB random_shift + random_overlay (DataLoader/call)", dataloader=True)
             try:
                 out = dmc(obs)
                 assert out.shape == obs.shape and out.dtype == torch.float32
@@ -299,8 +261,8 @@ def run_config(device, frames, batch, eng, image_root, args) -> List[Dict]:
                 dmc.close()
             dl_methods.append(m)
             opt = Optimised(image_root, device, s, c, args.workers, batch)
-            m = Method("optimised", "optimised PyTorch (persistent DL, expand, lerp) + DrQ-v2",
-                       lambda: opt(obs), dataloader=True)
+            m = Method("optimised", lambda: opt(obs),
+                       "optimised PyTorch (persistent DL, expand, lerp) + DrQ-v2", dataloader=True)
             try:
                 time_dataloader(m, device, args.dl_calls)
             finally:
@@ -309,12 +271,13 @@ def run_config(device, frames, batch, eng, image_root, args) -> List[Dict]:
 
     rows = []
     for m in fast + dl_methods:
-        t = (statistics.median(m.times) if not m.dataloader else sum(m.times) / len(m.times))
+        dataloader = m.info.get("dataloader", False)
+        t = harness.median(m) if not dataloader else sum(m.times) / len(m.times)
         rows.append({"device": str(device), "frames": frames, "batch": batch, "method": m.key,
                      "label": m.label, "seconds_per_call": t, "ms_per_call": t * 1e3,
                      "samples_per_s": batch / t,
-                     "calls": len(m.times) if m.dataloader else m.iters * len(m.times),
-                     "times": m.times, "timing": "dataloader" if m.dataloader else "rounds"})
+                     "calls": len(m.times) if dataloader else m.iters * len(m.times),
+                     "times": m.times, "timing": "dataloader" if dataloader else "rounds"})
     return rows
 
 
@@ -419,23 +382,6 @@ def plot(rows, path, title):
     return True
 
 
-def environment(args):
-    env = run_info()
-    env.update({
-        "torch": torch.__version__, "torch_cuda": torch.version.cuda,
-        "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
-        "obsaug": getattr(obsaug, "__version__", "?"), "obsaug_file": obsaug.__file__,
-        "obsaug_built_with_cuda": bool(getattr(obsaug, "built_with_cuda", False)),
-        "kornia": getattr(kornia, "__version__", None),
-        "loadavg_start": os.getloadavg(),
-    })
-    env["cpu"] = cpu_model()
-    if torch.cuda.is_available():
-        env["gpu"] = torch.cuda.get_device_name(0)
-    env["git"] = git_describe(ROOT)
-    return env
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -477,12 +423,9 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore", message=".*pin_memory.*")
 
     devices = args.device or (["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
-    env = environment(args)
-    print_run_header(env, f"  load average at start: {loadavg_str(env['loadavg_start'])}")
-    print(f"torch {env['torch']} (cuda {env['torch_cuda']}), threads {env['threads']} (torch and "
-          f"obsaug), cpus {env['cpu_count']}, cpu: {env['cpu']}" + (f", gpu: {env['gpu']}" if "gpu" in env else ""))
-    print(f"obsaug {env['obsaug']} (built with CUDA: {env['obsaug_built_with_cuda']}), "
-          f"kornia {env['kornia']}")
+    env = harness.environment(kornia=getattr(kornia, "__version__", None))
+    harness.print_header(env)
+    print(f"threads {env['threads']} (torch and obsaug), kornia {env['kornia']}")
     print(f"pipeline: shift pad 4 replicate, then overlay alpha 0.5; uint8 input; obsaug Engine pool "
           f"P={args.pool} from data/photos, refresh threads {args.refresh_threads}"
           f"{' (filled once, no refresh while timing)' if args.refresh_threads == 0 else ' (async)'}")
@@ -545,7 +488,7 @@ def main(argv=None) -> int:
     print(f"wall time {wall:.0f} s; load average at end: {loadavg_str(load_end)}")
     if args.json:
         env["loadavg_end"] = load_end
-        write_json(args.json, {"environment": env, "args": vars(args), "results": rows,
+        harness.write_json(args.json, {"environment": env, "args": vars(args), "results": rows,
                                "ratios": rat, "targets_pass": ok})
     return 0
 

@@ -2,6 +2,7 @@
 // the torch.ops.obsaug schemas and kernels. It also holds the op schema
 // (always), the DistractorPool, the Engine and the ReplayBuffer (where their
 // libraries are built: OBSAUG_WITH_*); only bindings/ sees pybind11.
+#include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 
 #include "bindings/schema_bindings.h"
@@ -18,6 +19,21 @@
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "obsaug native module";
+  // The classes' checks raise c10::TypeError / ValueError / IndexError (one type
+  // per kind of bad input, README "Errors"); Python sees the matching built-in
+  // exception with the message, not RuntimeError. std::invalid_argument and
+  // std::out_of_range map to ValueError and IndexError by pybind11 itself.
+  pybind11::register_local_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const c10::TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what_without_backtrace());
+    } catch (const c10::ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+    } catch (const c10::IndexError& e) {
+      PyErr_SetString(PyExc_IndexError, e.what_without_backtrace());
+    }
+  });
 #ifdef OBSAUG_WITH_CUDA
   m.attr("built_with_cuda") = true;
 #else

@@ -17,6 +17,7 @@
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
 
 #include <cstdio>
 #include <mutex>
@@ -130,10 +131,10 @@ struct Engine::Impl {
   void check_obs(const at::Tensor& obs, const char* method) const {
     const std::string where = std::string("Engine.") + method + ": ";
     if (!obs.defined()) throw std::invalid_argument(where + "obs must be a tensor, got None");
-    if (obs.dim() != 4 || (obs.scalar_type() != at::kByte && obs.scalar_type() != at::kFloat)) {
-      throw std::invalid_argument(where + "obs must be uint8 or float32 [B, S*C, H, W], got " +
-                                  describe(obs));
-    }
+    const std::string obs_must =
+        where + "obs must be uint8 or float32 [B, S*C, H, W], got " + describe(obs);
+    TORCH_CHECK_TYPE(obs.scalar_type() == at::kByte || obs.scalar_type() == at::kFloat, obs_must);
+    if (obs.dim() != 4) throw std::invalid_argument(obs_must);
     check_device(obs, where);
     const FramesConfig& f = config.frames;
     if (obs.size(1) < 1 || obs.size(1) % f.channels != 0) {

@@ -27,9 +27,12 @@ namespace {
 
 void check_obs(const at::Tensor& obs) {
   TORCH_CHECK_VALUE(obs.defined(), "obs must be a tensor [B, S*C, H, W], got None");
-  TORCH_CHECK_TYPE(
-      (obs.scalar_type() == at::kByte || obs.scalar_type() == at::kFloat) && obs.dim() == 4,
-      "obs must be uint8 or float32 (0..255) with 4 dims [B, S*C, H, W], got ", describe(obs));
+  TORCH_CHECK_TYPE(obs.scalar_type() == at::kByte || obs.scalar_type() == at::kFloat,
+                   "obs must be uint8 or float32 (0..255) with 4 dims [B, S*C, H, W], got ",
+                   describe(obs));
+  TORCH_CHECK_VALUE(obs.dim() == 4,
+                    "obs must be uint8 or float32 (0..255) with 4 dims [B, S*C, H, W], got ",
+                    describe(obs));
   TORCH_CHECK_VALUE(obs.device().is_cpu() || obs.device().is_cuda(),
                     "obs must be on cpu or cuda, got ", obs.device());
 }
@@ -42,8 +45,9 @@ FrameGeometry geometry_of(int64_t channels, int64_t height, int64_t width,
   g.height = height;
   g.width = width;
   if (pool == nullptr) return g;
-  TORCH_CHECK_TYPE(pool->scalar_type() == at::kByte && pool->dim() == 4,
-                   "pool must be uint8 [P, C, H, W], got ", describe(*pool));
+  TORCH_CHECK_TYPE(pool->scalar_type() == at::kByte, "pool must be uint8 [P, C, H, W], got ",
+                   describe(*pool));
+  TORCH_CHECK_VALUE(pool->dim() == 4, "pool must be uint8 [P, C, H, W], got ", describe(*pool));
   TORCH_CHECK_VALUE(pool->device() == device, "pool must be on obs's device ", device, ", got ",
                     pool->device());
   const int64_t c = pool->size(1);
@@ -148,9 +152,12 @@ Prepared prepare(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
 
 void check_index_layout(const at::Tensor& storage, const at::Tensor& indices) {
   TORCH_CHECK_VALUE(indices.defined(), "indices must be an int64 tensor [B, S], got None");
-  TORCH_CHECK_TYPE(indices.scalar_type() == at::kLong && indices.dim() == 2,
+  TORCH_CHECK_TYPE(indices.scalar_type() == at::kLong,
                    "indices must be int64 [B, S] (S stacked frames per sample), got ",
                    describe(indices));
+  TORCH_CHECK_VALUE(indices.dim() == 2,
+                    "indices must be int64 [B, S] (S stacked frames per sample), got ",
+                    describe(indices));
   TORCH_CHECK_VALUE(indices.device() == storage.device(), "indices must be on storage's device ",
                     storage.device(), ", got ", indices.device());
   TORCH_CHECK_VALUE(indices.size(1) >= 1 || indices.size(0) == 0,
@@ -244,9 +251,11 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                           uint64_t seed, uint64_t step, const OutputOptions& output,
                           bool check_indices) {
   TORCH_CHECK_VALUE(storage.defined(), "storage must be a tensor [N, C, H, W], got None");
-  TORCH_CHECK_TYPE((storage.scalar_type() == at::kByte || storage.scalar_type() == at::kFloat) &&
-                       storage.dim() == 4,
+  TORCH_CHECK_TYPE(storage.scalar_type() == at::kByte || storage.scalar_type() == at::kFloat,
                    "storage must be uint8 or float32 frames [N, C, H, W], got ", describe(storage));
+  TORCH_CHECK_VALUE(storage.dim() == 4,
+                    "storage must be uint8 or float32 frames [N, C, H, W], got ",
+                    describe(storage));
   TORCH_CHECK_VALUE(storage.device().is_cpu() || storage.device().is_cuda(),
                     "storage must be on cpu or cuda, got ", storage.device());
   if (check_indices) {

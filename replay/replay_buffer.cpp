@@ -4,6 +4,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/zeros.h>
+#include <c10/util/Exception.h>
 #include <c10/util/irange.h>
 #include <unistd.h>
 
@@ -36,6 +37,11 @@ constexpr int64_t kHostBytesPerSlot = 32;
 
 [[noreturn]] void bad(const std::string& where, const std::string& what) {
   throw std::invalid_argument("ReplayBuffer." + where + ": " + what);
+}
+
+// A wrong dtype: c10::TypeError (TypeError in Python), where bad() is a ValueError.
+[[noreturn]] void bad_type(const std::string& where, const std::string& what) {
+  TORCH_CHECK_TYPE(false, "ReplayBuffer." + where + ": " + what);
 }
 
 Philox4 replay_draw(uint64_t seed, uint64_t call, uint32_t b, uint32_t attempt) {
@@ -171,11 +177,13 @@ struct ReplayBuffer::Impl {
     const bool single = frames_in.dim() == 3;
     const at::Tensor f = single ? frames_in.unsqueeze(0) : frames_in;
     std::vector<int64_t> expected{o.frame_shape};
-    if (f.dim() != 4 || f.scalar_type() != at::kByte ||
-        std::vector<int64_t>(f.sizes().begin() + 1, f.sizes().end()) != expected) {
-      bad(where, "frame must be uint8 " + shape_text(expected) + " (one env) or [N, " +
-                     std::to_string(expected[0]) + ", " + std::to_string(expected[1]) + ", " +
-                     std::to_string(expected[2]) + "] (N envs), got " + describe(frames_in));
+    const std::string frame_must =
+        "frame must be uint8 " + shape_text(expected) + " (one env) or [N, " +
+        std::to_string(expected[0]) + ", " + std::to_string(expected[1]) + ", " +
+        std::to_string(expected[2]) + "] (N envs), got " + describe(frames_in);
+    if (f.scalar_type() != at::kByte) bad_type(where, frame_must);
+    if (f.dim() != 4 || std::vector<int64_t>(f.sizes().begin() + 1, f.sizes().end()) != expected) {
+      bad(where, frame_must);
     }
     *n = f.size(0);
     if (*n < 1) bad(where, "frame holds no env (N = 0)");
@@ -218,11 +226,11 @@ struct ReplayBuffer::Impl {
                      "], got " + describe(v));
     }
     if (dtype == at::kBool && v.scalar_type() != at::kBool) {
-      bad(where, std::string(name) + " must be bool, got " + describe(v));
+      bad_type(where, std::string(name) + " must be bool, got " + describe(v));
     }
     if (dtype != at::kBool && !(at::isFloatingType(v.scalar_type()) ||
                                 at::isIntegralType(v.scalar_type(), /*includeBool=*/false))) {
-      bad(where, std::string(name) + " must be a number, got " + describe(v));
+      bad_type(where, std::string(name) + " must be a number, got " + describe(v));
     }
     return v.to(at::kCPU).to(dtype).expand({n}).contiguous();
   }
@@ -243,9 +251,10 @@ struct ReplayBuffer::Impl {
     const at::ScalarType got = action.scalar_type();
     if (got == at::kBool || at::isComplexType(got) ||
         (!want_float && !at::isIntegralType(got, /*includeBool=*/false))) {
-      bad(where, "action must be " + dtype_name(o.action_dtype) +
-                     (want_float ? " (or another real dtype)" : " (or another integer dtype)") +
-                     ", got " + describe(action));
+      bad_type(where,
+               "action must be " + dtype_name(o.action_dtype) +
+                   (want_float ? " (or another real dtype)" : " (or another integer dtype)") +
+                   ", got " + describe(action));
     }
     std::vector<int64_t> rows{n};
     rows.insert(rows.end(), o.action_shape.begin(), o.action_shape.end());
@@ -543,8 +552,11 @@ void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor
   if (!indices.defined() || !priorities.defined()) {
     bad("update_priorities", "indices and priorities must be tensors");
   }
-  if (indices.dim() != 1 || at::isFloatingType(indices.scalar_type()) ||
+  if (at::isFloatingType(indices.scalar_type()) ||
       !at::isIntegralType(indices.scalar_type(), false)) {
+    bad_type("update_priorities", "indices must be an integer tensor [K], got " + describe(indices));
+  }
+  if (indices.dim() != 1) {
     bad("update_priorities", "indices must be an integer tensor [K], got " + describe(indices));
   }
   if (priorities.dim() != 1 || priorities.size(0) != indices.size(0) ||

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Optional extras for real observations (examples/fill_replay.py, examples/agent.py):
+# Optional extras for real observations (examples/fill_replay.py, benchmarks/bench_agent.py):
 # DMControl (dm_control + MuJoCo, rendered on the CPU by Mesa's llvmpipe through EGL
 # or OSMesa) and Atari (ale-py, whose wheels ship the ROMs, + gymnasium).
 # Installs the Debian packages below and requirements-envs.txt into .venv (made by

@@ -59,6 +59,14 @@ def _env_list(env: _Envs, frames: torch.Tensor) -> list:
     return [int(e) for e in env]
 
 
+def _int64(name: str, value: Any) -> int:
+    """``int(value)``; a value beyond int64 is a ValueError naming the argument."""
+    v = int(value)
+    if not -(1 << 63) <= v < (1 << 63):
+        raise ValueError(f"{name} must fit in int64, got {v}")
+    return v
+
+
 class ReplayBuffer:
     """Frame-deduplicated replay with stacking, n-step returns, uniform or
     proportional prioritized sampling and fused gather + augmentation."""
@@ -74,7 +82,7 @@ class ReplayBuffer:
         if not isinstance(action_dtype, torch.dtype):
             raise TypeError(f"action_dtype must be a torch.dtype, got {action_dtype!r}")
         self._native = _C.ReplayBuffer(
-            int(capacity), [int(s) for s in frame_shape], int(frame_stack),
+            _int64("capacity", capacity), [int(s) for s in frame_shape], int(frame_stack),
             [int(s) for s in action_shape], action_dtype, str(torch.device(device)), int(n_step),
             float(gamma), bool(prioritized), float(alpha), float(beta), int(seed))
 
@@ -118,7 +126,7 @@ class ReplayBuffer:
             if native_engine is None or not isinstance(native_engine, getattr(_C, "Engine", ())):
                 raise TypeError(f"augment must be an obsaug.Engine or None, got "
                                 f"{type(augment).__name__}")
-        return self._native.sample(batch_size, native_engine, bool(share_augmentation),
+        return self._native.sample(_int64("batch_size", batch_size), native_engine, bool(share_augmentation),
                                    None if beta is None else float(beta))
 
     def update_priorities(self, indices: Any, priorities: Any) -> None:

@@ -14,14 +14,14 @@
 
 #include "engine/config.h"
 #include "kernels/pipeline_spec.h"
-#include "tests/engine/test_util.h"
+#include "tests/test_util.h"
 
 namespace obsaug {
 namespace {
 
 namespace fs = std::filesystem;
 
-using testing_util::TempDir;
+using testing::TempDir;
 
 const fs::path kSourceDir = OBSAUG_SOURCE_DIR;
 

@@ -18,7 +18,7 @@
 
 #include "engine/decode.h"
 #include "engine/image_source.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 namespace obsaug {
 namespace {

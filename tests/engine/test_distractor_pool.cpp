@@ -17,14 +17,14 @@
 #include <vector>
 
 #include "engine/distractor_pool.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 namespace obsaug {
 namespace {
 
 using Bytes = std::vector<uint8_t>;
-using testing_util::TempDir;
-using testing_util::write_file;
+using testing::TempDir;
+using testing::write_file;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {

@@ -18,9 +18,13 @@
 #include "engine/distractor_pool.h"
 #include "engine/engine.h"
 #include "kernels/augment.h"
+#include "tests/test_util.h"
 
 namespace obsaug {
 namespace {
+
+using testing::error_of;
+using testing::expect_mentions;
 
 const std::string kRoot = OBSAUG_SOURCE_DIR;
 const std::string kPhotos = kRoot + "/data/photos";
@@ -191,20 +195,17 @@ TEST(Engine, WrongInputsNameExpectedAndGot) {
   Config config = small_config("async");
   config.pool.refresh.threads = 0;
   Engine engine(config);
-  const auto message = [&](const at::Tensor& obs) -> std::string {
-    try {
-      engine.augment(obs);
-    } catch (const std::invalid_argument& e) {
-      return e.what();
-    }
-    return "(no error)";
+  const auto augment = [&](const at::Tensor& obs) {
+    return [&engine, obs] { engine.augment(obs); };
   };
-  EXPECT_NE(message(random_obs(2, 8, 40, 48, 0)).find("multiple of frames.channels = 3"),
-            std::string::npos);
-  EXPECT_NE(message(random_obs(2, 9, 84, 84, 0)).find("must be 40x48"), std::string::npos);
-  EXPECT_NE(message(random_obs(2, 9, 40, 48, 0).to(at::kLong)).find("uint8 or float32"),
-            std::string::npos);
-  EXPECT_NE(message(random_obs(2, 9, 40, 48, 0)[0]).find("uint8 or float32"), std::string::npos);
+  expect_mentions(error_of<std::invalid_argument>(augment(random_obs(2, 8, 40, 48, 0))),
+                  {"8 channels", "multiple of frames.channels = 3"});
+  expect_mentions(error_of<std::invalid_argument>(augment(random_obs(2, 9, 84, 84, 0))),
+                  {"must be 40x48", "got 84x84"});
+  expect_mentions(error_of<c10::TypeError>(augment(random_obs(2, 9, 40, 48, 0).to(at::kLong))),
+                  {"uint8 or float32", "Long"});
+  expect_mentions(error_of<std::invalid_argument>(augment(random_obs(2, 9, 40, 48, 0)[0])),
+                  {"uint8 or float32", "[B, S*C, H, W]"});
   EXPECT_EQ(engine.step(), 0u);  // failed calls take no step
 }
 

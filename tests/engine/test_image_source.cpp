@@ -15,15 +15,15 @@
 
 #include "engine/image_source.h"
 #include "engine/tar_reader.h"
-#include "test_util.h"
+#include "tests/test_util.h"
 
 namespace obsaug {
 namespace {
 
-using testing_util::read_file;
-using testing_util::TempDir;
-using testing_util::write_file;
-using testing_util::write_text;
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
+using testing::write_text;
 
 std::vector<uint8_t> bytes_of(const std::string& s) {
   return std::vector<uint8_t>(s.begin(), s.end());

@@ -12,7 +12,7 @@
 #include "kernels/pipeline.h"
 #include "kernels/pipeline_spec.h"
 
-namespace obsaug::test_util {
+namespace obsaug::testing {
 
 inline FrameGeometry geometry_of(const at::Tensor& obs, const at::Tensor* pool) {
   FrameGeometry g;
@@ -80,4 +80,4 @@ inline at::Tensor reference(const at::Tensor& obs, const std::optional<at::Tenso
   return out;
 }
 
-}  // namespace obsaug::test_util
+}  // namespace obsaug::testing

@@ -11,34 +11,16 @@
 #include <string>
 
 #include "kernels/pipeline_spec.h"
+#include "tests/test_util.h"
 
 namespace obsaug {
 namespace {
 
-// Runs `f`, expects a c10::ValueError and returns its message (no backtrace).
-std::string value_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const c10::ValueError& e) {
-    return e.what_without_backtrace();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected c10::ValueError, got another exception: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected c10::ValueError, nothing was thrown";
-  return "";
-}
-
-// Every one of `parts` occurs in `message`.
-void expect_mentions(const std::string& message, std::initializer_list<const char*> parts) {
-  for (const char* part : parts) {
-    EXPECT_NE(message.find(part), std::string::npos)
-        << "message does not mention \"" << part << "\":\n  " << message;
-  }
-}
+using testing::error_of;
+using testing::expect_mentions;
 
 std::string parse_error(const std::string& text) {
-  return value_error([&] { parse_pipeline(text); });
+  return error_of<c10::ValueError>([&] { parse_pipeline(text); });
 }
 
 // Every key of every op compared (OpSpec's ==), with the text forms for the trace.
@@ -366,7 +348,7 @@ TEST(ResolvePipeline, IndexDefaultsToPositionAndExplicitIsKept) {
 
 TEST(ResolvePipeline, PoolSizeMismatchNamesBothSizes) {
   // The overlay after the crop sees 60x50 frames; the pool holds 84x84 images.
-  const std::string m = value_error([] {
+  const std::string m = error_of<c10::ValueError>([] {
     resolve_pipeline({OpSpec::crop(60, 50), OpSpec::overlay(0.5)}, frames(84, 84, 3, 4, 84, 84), 0,
                      0);
   });
@@ -377,18 +359,19 @@ TEST(ResolvePipeline, PoolSizeMismatchNamesBothSizes) {
 }
 
 TEST(ResolvePipeline, OverlayNeedsAPool) {
-  expect_mentions(value_error([] { resolve_pipeline({OpSpec::overlay(0.5)}, frames(8, 8), 0, 0); }),
+  expect_mentions(error_of<c10::ValueError>(
+                      [] { resolve_pipeline({OpSpec::overlay(0.5)}, frames(8, 8), 0, 0); }),
                   {"op 0", "overlay", "pool"});
 }
 
 TEST(ResolvePipeline, CropLargerThanFrame) {
-  const std::string m = value_error([] {
+  const std::string m = error_of<c10::ValueError>([] {
     resolve_pipeline({OpSpec::shift(4), OpSpec::crop(90, 80)}, frames(84, 84), 0, 0);
   });
   expect_mentions(
       m, {"op 1 (crop): crop 90x80 is larger than its input 84x84", "size must be at most 84x84"});
   // The second crop sees the first crop's output.
-  const std::string m2 = value_error([] {
+  const std::string m2 = error_of<c10::ValueError>([] {
     resolve_pipeline({OpSpec::crop(60, 60), OpSpec::crop(64, 32)}, frames(84, 84), 0, 0);
   });
   expect_mentions(m2, {"op 1", "64x32", "60x60"});
@@ -399,35 +382,38 @@ TEST(ResolvePipeline, AtMostEightOps) {
   const Pipeline eight(8, OpSpec::shift(1));
   EXPECT_NO_THROW(resolve_pipeline(eight, frames(8, 8), 0, 0));
   const Pipeline nine(9, OpSpec::shift(1));
-  expect_mentions(value_error([&] { resolve_pipeline(nine, frames(8, 8), 0, 0); }),
+  expect_mentions(error_of<c10::ValueError>([&] { resolve_pipeline(nine, frames(8, 8), 0, 0); }),
                   {"at most 8", "9"});
 }
 
 TEST(ResolvePipeline, ChecksOpsBuiltInCode) {
   // OpSpec built without the parser goes through the same checks.
-  expect_mentions(value_error([] { resolve_pipeline({OpSpec::shift(-2)}, frames(8, 8), 0, 0); }),
-                  {"op 0", "shift", "pad", "-2"});
-  expect_mentions(value_error([] {
+  expect_mentions(
+      error_of<c10::ValueError>([] { resolve_pipeline({OpSpec::shift(-2)}, frames(8, 8), 0, 0); }),
+      {"op 0", "shift", "pad", "-2"});
+  expect_mentions(error_of<c10::ValueError>([] {
                     resolve_pipeline({OpSpec::overlay(std::nan(""))}, frames(8, 8, 3, 1, 8, 8), 0,
                                      0);
                   }),
                   {"alpha", "[0, 1]"});
-  expect_mentions(value_error([] {
+  expect_mentions(error_of<c10::ValueError>([] {
                     resolve_pipeline({OpSpec::overlay(0.6, 0.5)}, frames(8, 8, 3, 1, 8, 8), 0, 0);
                   }),
                   {"alpha_max", "0.5"});
   expect_mentions(
-      value_error([] {
+      error_of<c10::ValueError>([] {
         resolve_pipeline({OpSpec::shift(1), OpSpec::shift(1).at_index(70000)}, frames(8, 8), 0, 0);
       }),
       {"op 1", "index", "70000"});
-  expect_mentions(value_error([] { resolve_pipeline({OpSpec::crop(0, 3)}, frames(8, 8), 0, 0); }),
-                  {"crop", "size", "0x3"});
+  expect_mentions(
+      error_of<c10::ValueError>([] { resolve_pipeline({OpSpec::crop(0, 3)}, frames(8, 8), 0, 0); }),
+      {"crop", "size", "0x3"});
 }
 
 TEST(ResolvePipeline, EmptyFrameIsAnError) {
-  expect_mentions(value_error([] { resolve_pipeline({OpSpec::shift(1)}, frames(0, 8), 0, 0); }),
-                  {"0x8"});
+  expect_mentions(
+      error_of<c10::ValueError>([] { resolve_pipeline({OpSpec::shift(1)}, frames(0, 8), 0, 0); }),
+      {"0x8"});
 }
 
 TEST(PipelineSpec, HasOverlay) {

@@ -11,9 +11,13 @@
 #include <vector>
 
 #include "replay/episode_ring.h"
+#include "tests/test_util.h"
 
 namespace obsaug {
 namespace {
+
+using testing::error_of;
+using testing::expect_mentions;
 
 // Every frame ever pushed, with its episode and position in it.
 struct Frame {
@@ -150,11 +154,14 @@ INSTANTIATE_TEST_SUITE_P(Streams, RingVsModel,
 
 TEST(EpisodeRing, PushWithoutOpenEpisodeIsRefused) {
   EpisodeRing ring(8, 3, 1, 0.99);
-  EXPECT_THROW(ring.push(0, 1.0f, false, false), std::invalid_argument);
+  const auto push = [&ring] { ring.push(0, 1.0f, false, false); };
+  expect_mentions(error_of<std::invalid_argument>(push),
+                  {"env 0 has no open episode", "add_first"});
   ring.push_first(0);
   ring.push(0, 1.0f, true, false);
   EXPECT_FALSE(ring.can_continue(0));
-  EXPECT_THROW(ring.push(0, 1.0f, false, false), std::invalid_argument);
+  expect_mentions(error_of<std::invalid_argument>(push),
+                  {"env 0 has no open episode", "add_first"});
   EXPECT_EQ(ring.total(), 2);
 }
 
@@ -162,12 +169,16 @@ TEST(EpisodeRing, RestoreRejectsLinksOutsideTheRing) {
   EpisodeRing ring(4, 2, 1, 0.99);
   std::vector<EpisodeRing::Slot> slots(4);
   slots[1].prev = 7;  // a predecessor from the future
-  EXPECT_THROW(ring.restore(3, slots, {}), std::invalid_argument);
+  expect_mentions(error_of<std::invalid_argument>([&] { ring.restore(3, slots, {}); }),
+                  {"replay state is inconsistent", "slot 1 links outside"});
   slots[1].prev = 0;
   slots[0].next = 1;
   slots[1].next = -5;
-  EXPECT_THROW(ring.restore(3, slots, {}), std::invalid_argument);
-  EXPECT_THROW(ring.restore(3, std::vector<EpisodeRing::Slot>(3), {}), std::invalid_argument);
+  expect_mentions(error_of<std::invalid_argument>([&] { ring.restore(3, slots, {}); }),
+                  {"replay state is inconsistent", "slot 1 links outside"});
+  expect_mentions(error_of<std::invalid_argument>(
+                      [&] { ring.restore(3, std::vector<EpisodeRing::Slot>(3), {}); }),
+                  {"3 slots for capacity 4"});
   EXPECT_EQ(ring.total(), 0);  // untouched by the refused restores
 }
 

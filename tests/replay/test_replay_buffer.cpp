@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "replay/replay_buffer.h"
+#include "tests/test_util.h"
 #ifdef OBSAUG_WITH_ENGINE_API
 #include "engine/config.h"
 #include "kernels/augment.h"
@@ -32,6 +33,9 @@
 
 namespace obsaug {
 namespace {
+
+using testing::error_of;
+using testing::expect_mentions;
 
 ReplayOptions small_options(bool prioritized = false) {
   ReplayOptions o;
@@ -94,25 +98,35 @@ TEST(ReplayBuffer, RejectedAddLeavesTheBufferUnchanged) {
   const ReplayOptions& o = rb.options();
   const at::Tensor f = frame(99, o);
   // Wrong frame dtype / shape, wrong action shape, NaN reward, env without an episode.
-  EXPECT_THROW(rb.add(at::zeros({2}), number(1), f.to(at::kFloat), flag(false), flag(false)),
-               std::invalid_argument);
-  EXPECT_THROW(rb.add(at::zeros({2}), number(1), f.narrow(1, 0, 3), flag(false), flag(false)),
-               std::invalid_argument);
-  EXPECT_THROW(rb.add(at::zeros({3}), number(1), f, flag(false), flag(false)),
-               std::invalid_argument);
-  EXPECT_THROW(rb.add(at::zeros({2}), number(NAN), f, flag(false), flag(false)),
-               std::invalid_argument);
+  expect_mentions(error_of<c10::TypeError>([&] {
+                    rb.add(at::zeros({2}), number(1), f.to(at::kFloat), flag(false), flag(false));
+                  }),
+                  {"ReplayBuffer.add", "frame must be uint8 [3, 6, 5]", "Float"});
+  expect_mentions(error_of<std::invalid_argument>([&] {
+                    rb.add(at::zeros({2}), number(1), f.narrow(1, 0, 3), flag(false), flag(false));
+                  }),
+                  {"frame must be uint8 [3, 6, 5]", "[3, 3, 5]"});
+  expect_mentions(error_of<std::invalid_argument>(
+                      [&] { rb.add(at::zeros({3}), number(1), f, flag(false), flag(false)); }),
+                  {"action must have shape [2]", "[3]"});
+  expect_mentions(error_of<std::invalid_argument>(
+                      [&] { rb.add(at::zeros({2}), number(NAN), f, flag(false), flag(false)); }),
+                  {"reward"});
   // A batch where env 1 has no open episode: env 0's step is not written either.
-  EXPECT_THROW(rb.add(at::zeros({2, 2}), at::zeros({2}), at::stack({f, f}),
-                      at::zeros({2}, at::TensorOptions().dtype(at::kBool)),
-                      at::zeros({2}, at::TensorOptions().dtype(at::kBool))),
-               std::invalid_argument);
+  expect_mentions(error_of<std::invalid_argument>([&] {
+                    rb.add(at::zeros({2, 2}), at::zeros({2}), at::stack({f, f}),
+                           at::zeros({2}, at::TensorOptions().dtype(at::kBool)),
+                           at::zeros({2}, at::TensorOptions().dtype(at::kBool)));
+                  }),
+                  {"add_first"});
   EXPECT_EQ(rb.total_frames(), twin.total_frames());
   EXPECT_EQ(rb.num_valid(), twin.num_valid());
   EXPECT_TRUE(at::equal(rb.storage(), twin.storage()));
   expect_same_batch(rb.sample(16), twin.sample(16));
-  EXPECT_THROW(rb.sample(rb.num_valid() + 1), std::invalid_argument);
-  EXPECT_THROW(ReplayBuffer(small_options()).sample(1), std::invalid_argument);
+  expect_mentions(error_of<std::invalid_argument>([&] { rb.sample(rb.num_valid() + 1); }),
+                  {std::to_string(rb.num_valid() + 1).c_str()});
+  expect_mentions(error_of<std::invalid_argument>([] { ReplayBuffer(small_options()).sample(1); }),
+                  {"valid"});
 }
 
 TEST(ReplayBuffer, BadPrioritiesChangeNothing) {
@@ -121,13 +135,18 @@ TEST(ReplayBuffer, BadPrioritiesChangeNothing) {
   fill(rb, 30);
   fill(twin, 30);
   const at::Tensor idx = at::tensor({1, 2, 3}, at::TensorOptions().dtype(at::kLong));
-  EXPECT_THROW(rb.update_priorities(idx, at::tensor({1.0, NAN, 2.0})), std::invalid_argument);
-  EXPECT_THROW(rb.update_priorities(idx, at::tensor({1.0, -1.0, 2.0})), std::invalid_argument);
-  EXPECT_THROW(rb.update_priorities(idx, at::tensor({1.0, INFINITY, 2.0})), std::invalid_argument);
-  EXPECT_THROW(
-      rb.update_priorities(at::tensor({101, 102, 103}, at::TensorOptions().dtype(at::kLong)),
-                           at::tensor({1.0, 1.0, 1.0})),
-      std::out_of_range);
+  for (const double bad : {double(NAN), -1.0, double(INFINITY)}) {
+    expect_mentions(error_of<std::invalid_argument>([&] {
+                      rb.update_priorities(idx, at::tensor({1.0, bad, 2.0}));
+                    }),
+                    {"priorities must be finite and >= 0", "position 1"});
+  }
+  expect_mentions(error_of<std::out_of_range>([&] {
+                    rb.update_priorities(
+                        at::tensor({101, 102, 103}, at::TensorOptions().dtype(at::kLong)),
+                        at::tensor({1.0, 1.0, 1.0}));
+                  }),
+                  {"index 101", "not a stored slot"});
   expect_same_batch(rb.sample(8), twin.sample(8));
   rb.update_priorities(idx, at::tensor({5.0, 0.0, 2.0}));
   twin.update_priorities(idx, at::tensor({5.0, 0.0, 2.0}));

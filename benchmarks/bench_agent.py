@@ -1,7 +1,7 @@
 """A compact SVEA-style SAC on DMControl pixels, on the CPU, timing its data path.
 
-    MUJOCO_GL=egl .venv/bin/python examples/agent.py                     # both data paths
-    MUJOCO_GL=egl .venv/bin/python examples/agent.py --data-path obsaug --steps 1000
+    MUJOCO_GL=egl .venv/bin/python benchmarks/bench_agent.py                     # both data paths
+    MUJOCO_GL=egl .venv/bin/python benchmarks/bench_agent.py --data-path obsaug --steps 1000
 
 Needs the optional environment extras (`bash scripts/setup_envs.sh`).
 
@@ -57,21 +57,18 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("MUJOCO_GL", "egl")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-try:
-    import obsaug
-except ImportError:  # a source checkout without the development .pth
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    import obsaug
-from fill_replay import DMCPixels  # noqa: E402
 
+import harness  # noqa: E402
 # The DMControl-GB re-implementations (LazyFrames, ReplayBuffer, random_shift,
-# random_overlay over a DataLoader) are the benchmarks' own, in benchmarks/baselines.py.
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-from baselines import (DMCGB, DMCGBReplayBuffer, LazyFrames, build_image_folder,  # noqa: E402
-                       loadavg_str, md_row, md_rule)
+# random_overlay over a DataLoader).
+from baselines import DMCGB, DMCGBReplayBuffer, LazyFrames, build_image_folder  # noqa: E402
+from harness import ROOT, loadavg_str, md_row, md_rule  # noqa: E402
+
+obsaug = harness.import_obsaug()
+# The DMControl pixel environment of the replay example.
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+from fill_replay import DMCPixels  # noqa: E402
 
 PHOTOS = os.path.join(ROOT, "data", "photos")
 
@@ -423,9 +420,9 @@ def main() -> int:
     if args.seed_steps < args.batch:
         p.error("--seed-steps must be >= --batch (obsaug samples at most the valid transitions)")
 
-    print(f"MUJOCO_GL={os.environ.get('MUJOCO_GL')}  torch {torch.__version__} "
-          f"({torch.get_num_threads()} threads)  {os.cpu_count()} CPUs  "
-          f"load average {loadavg_str(os.getloadavg())}")
+    env = harness.environment(mujoco_gl=os.environ.get("MUJOCO_GL"))
+    harness.print_header(env)
+    print(f"MUJOCO_GL={env['mujoco_gl']}")
     print(f"{args.domain}/{args.task}  steps {args.steps}  seed steps {args.seed_steps}  "
           f"batch {args.batch}  encoder {args.filters} filters strides {args.strides}")
     paths = ["obsaug", "dmcontrol-gb"] if args.data_path == "both" else [args.data_path]

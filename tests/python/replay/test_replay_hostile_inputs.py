@@ -1,0 +1,161 @@
+"""Hostile inputs to obsaug.ReplayBuffer: each rejected call raises the one
+documented type for its kind of bad input (README, "Errors": TypeError for a
+wrong dtype or type, ValueError for a wrong value or shape, IndexError for an
+index out of range) with a message naming the argument, and changes nothing.
+The ops' hostile inputs are in kernels/test_hostile_inputs.py (which also
+runs the over-large replay capacity in its address-space-capped child).
+"""
+import pytest
+import torch
+
+import obsaug
+from conftest import needs_replay
+
+NAN, INF = float("nan"), float("inf")
+
+pytestmark = needs_replay
+
+
+def raises(exc, call, *words):
+    """call() raises exc with every word (case-insensitive) in its message."""
+    with pytest.raises(exc) as info:
+        call()
+    message = str(info.value).lower()
+    for word in words:
+        assert word.lower() in message, f"{word!r} not in {str(info.value)!r}"
+    return info.value
+
+
+RB_ARGS = dict(capacity=16, frame_shape=(3, 8, 8), frame_stack=3, action_shape=(2,))
+
+
+def rb(**over):
+    return obsaug.ReplayBuffer(**{**RB_ARGS, **over})
+
+
+@pytest.mark.parametrize("over,exc,words", [
+    ({"capacity": 0}, ValueError, ["capacity", ">= 1"]),
+    ({"capacity": -1}, ValueError, ["capacity"]),
+    ({"capacity": 2**62}, ValueError, ["capacity", "too large"]),
+    ({"capacity": 2**64}, ValueError, ["capacity", "must fit in int64"]),
+    ({"frame_shape": (0, 8, 8)}, ValueError, ["frame_shape"]),
+    ({"frame_shape": (3, -8, 8)}, ValueError, ["frame_shape"]),
+    ({"frame_shape": (3, 8)}, ValueError, ["frame_shape"]),
+    ({"frame_shape": (1, 3, 8, 8)}, ValueError, ["frame_shape"]),
+    ({"frame_shape": (3, 2**20, 2**20)}, ValueError, ["too large"]),
+    ({"frame_stack": 0}, ValueError, ["frame_stack"]),
+    ({"frame_stack": -1}, ValueError, ["frame_stack"]),
+    ({"n_step": 0}, ValueError, ["n_step"]),
+    ({"n_step": -1}, ValueError, ["n_step"]),
+    ({"gamma": NAN}, ValueError, ["gamma"]),
+    ({"gamma": INF}, ValueError, ["gamma"]),
+    ({"gamma": -0.1}, ValueError, ["gamma"]),
+    ({"prioritized": True, "alpha": NAN}, ValueError, ["alpha"]),
+    ({"prioritized": True, "beta": NAN}, ValueError, ["beta"]),
+    ({"prioritized": True, "alpha": -1.0}, ValueError, ["alpha"]),
+    ({"prioritized": True, "beta": INF}, ValueError, ["beta"]),
+    ({"action_shape": (-1,)}, ValueError, ["action_shape"]),
+    ({"device": "meta"}, ValueError, ["device", "meta"]),
+], ids=repr)
+def test_replay_constructor_arguments(over, exc, words):
+    raises(exc, lambda: rb(**over), *words)
+
+
+def test_replay_capacity_1e15_is_a_clear_error():
+    raises(ValueError, lambda: rb(capacity=10**15), "capacity 1000000000000000 needs",
+           "more than this machine")
+
+
+def _filled(prioritized=True, n=6):
+    buf = rb(prioritized=prioritized)
+    frame = torch.zeros(3, 8, 8, dtype=torch.uint8)
+    buf.add_first(frame)
+    for i in range(n):
+        buf.add(torch.zeros(2), 1.0, frame + i)
+    return buf
+
+
+def test_replay_add_with_wrong_frames_changes_nothing():
+    buf = _filled()
+    before = (len(buf), buf.num_valid, buf.total_frames, buf.storage.clone())
+    f = torch.zeros(3, 8, 8, dtype=torch.uint8)
+    bad = {
+        "float": (TypeError, f.float(), ["frame", "uint8", "Float"]),
+        "int16": (TypeError, f.short(), ["frame", "uint8", "Short"]),
+        "bool": (TypeError, f.bool(), ["frame", "uint8", "Bool"]),
+        "shape": (ValueError, f[:, :, :7], ["frame", "[3, 8, 8]"]),
+        "2-D": (ValueError, f[0], ["frame"]),
+        "5-D": (ValueError, f[None, None], ["frame"]),
+    }
+    for name, (exc, frame, words) in bad.items():
+        raises(exc, lambda: buf.add(torch.zeros(2), 1.0, frame), *words)
+        raises(exc, lambda: buf.add_first(frame), *words)
+    raises(ValueError, lambda: buf.add(torch.zeros(3), 1.0, f), "action")
+    raises(ValueError, lambda: buf.add(torch.zeros(2, device="meta"), 1.0, f),
+           "action must be on cpu or cuda", "meta")
+    raises(ValueError, lambda: buf.add(torch.zeros(2), NAN, f), "reward")
+    raises(ValueError, lambda: buf.add_first(torch.zeros(0, 3, 8, 8, dtype=torch.uint8)), "N = 0")
+    assert (len(buf), buf.num_valid, buf.total_frames) == before[:3]
+    assert torch.equal(buf.storage, before[3])
+    # a strided frame is stored as its values
+    buf.add(torch.zeros(2), 1.0, torch.arange(3 * 8 * 16, dtype=torch.int64).remainder(256)
+            .to(torch.uint8).view(3, 8, 16)[..., ::2])
+    assert len(buf) == before[0] + 1
+
+
+def test_replay_sample_sizes():
+    buf = _filled()
+    raises(ValueError, lambda: buf.sample(0), "batch size", ">= 1")
+    raises(ValueError, lambda: buf.sample(-1), "batch size")
+    raises(ValueError, lambda: buf.sample(10**12), "1000000000000", str(buf.num_valid))
+    raises(ValueError, lambda: buf.sample(2**63), "batch_size", "must fit in int64")
+    raises(TypeError, lambda: buf.sample(2.0), "batch_size")
+    raises(ValueError, lambda: buf.sample(2, beta=NAN), "beta")
+    raises(ValueError, lambda: rb().sample(1), "valid")
+    assert buf.sample(buf.num_valid)["obs"].shape == (buf.num_valid, 9, 8, 8)
+
+
+def test_replay_update_priorities_bad_arguments_change_nothing():
+    buf = _filled()
+    idx = buf.sample(3)["indices"]
+    calls = buf.sample_calls
+    raises(ValueError, lambda: buf.update_priorities(idx, torch.ones(2)), "priorities", "K = 3")
+    raises(ValueError, lambda: buf.update_priorities(idx[:1], torch.ones(3)), "priorities", "K = 1")
+    raises(ValueError, lambda: buf.update_priorities(idx, torch.full((3,), NAN)), "finite")
+    raises(ValueError, lambda: buf.update_priorities(idx, torch.full((3,), INF)), "finite")
+    raises(ValueError, lambda: buf.update_priorities(idx, -torch.ones(3)), ">= 0")
+    raises(IndexError, lambda: buf.update_priorities(torch.tensor([-1]), torch.ones(1)), "-1")
+    raises(IndexError, lambda: buf.update_priorities(torch.tensor([16]), torch.ones(1)), "16")
+    raises(TypeError, lambda: buf.update_priorities(torch.tensor([1.0]), torch.ones(1)), "indices",
+           "integer")
+    raises(ValueError, lambda: buf.update_priorities(idx[None], torch.ones(1, 3)), "indices")
+    buf.update_priorities(torch.zeros(0, dtype=torch.long), torch.zeros(0))  # empty: a no-op
+    # the rejected calls changed nothing: the same call counter gives the same sample
+    again = _filled()
+    again.sample(3)
+    assert buf.sample_calls == calls == again.sample_calls
+    assert torch.equal(buf.sample(4)["indices"], again.sample(4)["indices"])
+
+
+def test_replay_all_zero_priorities():
+    buf = _filled()
+    valid = buf.sample(buf.num_valid)["indices"].unique()
+    buf.update_priorities(torch.arange(len(buf)), torch.zeros(len(buf)))
+    try:
+        batch = buf.sample(3)
+    except ValueError as e:
+        assert "priorit" in str(e).lower()
+        return
+    assert torch.isfinite(batch["weights"]).all()
+    assert set(batch["indices"].tolist()) <= set(valid.tolist())
+
+
+@pytest.mark.parametrize("method", ["add", "add_first"])
+def test_replay_meta_frame_is_rejected_before_anything_is_written(method):
+    buf = _filled()
+    before = (len(buf), buf.num_valid, buf.total_frames)
+    frame = torch.empty(3, 8, 8, dtype=torch.uint8, device="meta")
+    call = ((lambda: buf.add(torch.zeros(2), 1.0, frame)) if method == "add"
+            else (lambda: buf.add_first(frame)))
+    raises(ValueError, call, "frame must be on cpu or cuda", "meta")
+    assert (len(buf), buf.num_valid, buf.total_frames) == before
