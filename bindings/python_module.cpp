@@ -3,10 +3,10 @@
 // are bound here as they arrive; only bindings/ sees pybind11.
 #include <pybind11/pybind11.h>
 
-#ifdef OBSAUG_WITH_ENGINE
+#ifdef OBSAUG_WITH_POOL
 #include "bindings/pool_bindings.h"
 #endif
-#ifdef OBSAUG_WITH_ENGINE_API
+#ifdef OBSAUG_WITH_ENGINE
 #include "bindings/engine_bindings.h"
 #endif
 #ifdef OBSAUG_WITH_REPLAY
@@ -20,10 +20,17 @@ PYBIND11_MODULE(_C, m) {
 #else
   m.attr("built_with_cuda") = false;
 #endif
-#ifdef OBSAUG_WITH_ENGINE
+  // Built with OBSAUG_REQUIRE_ALL: every component below is present (the
+  // configure failed otherwise), and the tests treat a missing one as a failure.
+#ifdef OBSAUG_REQUIRED_ALL
+  m.attr("required_all") = true;
+#else
+  m.attr("required_all") = false;
+#endif
+#ifdef OBSAUG_WITH_POOL
   obsaug::python::bind_pool(m);
 #endif
-#ifdef OBSAUG_WITH_ENGINE_API
+#ifdef OBSAUG_WITH_ENGINE
   obsaug::python::bind_engine(m);
 #endif
 #ifdef OBSAUG_WITH_REPLAY

@@ -24,7 +24,7 @@
 #include <thread>
 
 #include "replay/replay_buffer.h"
-#ifdef OBSAUG_WITH_ENGINE_API
+#ifdef OBSAUG_WITH_ENGINE
 #include "engine/config.h"
 #include "kernels/augment.h"
 #include "replay/engine_augment.h"
@@ -223,7 +223,7 @@ TEST(ReplayBuffer, FailedSaveKeepsThePreviousCheckpoint) {
   ::rmdir(dir.c_str());
 }
 
-#ifdef OBSAUG_WITH_ENGINE_API
+#ifdef OBSAUG_WITH_ENGINE
 const std::string kPhotos = std::string(OBSAUG_SOURCE_DIR) + "/data/photos";
 
 bool have_photos() { return ::access((kPhotos + "/SOURCES.md").c_str(), F_OK) == 0; }
