@@ -45,3 +45,26 @@ def make_obs():
 @pytest.fixture
 def make_pool():
     return random_pool
+
+
+# --- components of the build ------------------------------------------------
+# Built with OBSAUG_REQUIRE_ALL (scripts/test.sh, CI): every component must
+# be there, so a missing one fails the run instead of skipping its tests.
+REQUIRED_ALL = bool(getattr(obsaug._C, "required_all", False))
+
+
+def require_component(name, present=None):
+    """A mark for tests that need a component of the build: ``obsaug.<name>``
+    (e.g. "Engine", "DistractorPool", "ReplayBuffer"), or, with ``present``, a
+    built binary. No-op when it is there; a skip when it is not and the build
+    did not require every component; when the build did, a collection error
+    naming it (scripts/test.sh must not pass with a component untested)."""
+    if present is None:
+        present = hasattr(obsaug, name)
+    if present:
+        return pytest.mark.skipif(False, reason=f"{name} is built")
+    reason = f"obsaug was built without {name}"
+    if REQUIRED_ALL:
+        pytest.fail(f"{reason}, but the build required every component (OBSAUG_REQUIRE_ALL)",
+                    pytrace=False)
+    return pytest.mark.skip(reason=reason)

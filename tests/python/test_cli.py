@@ -14,12 +14,14 @@ import zlib
 
 import pytest
 
+from conftest import require_component
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir))
 CLI = os.environ.get("OBSAUG_CLI") or os.path.join(ROOT, "build", "tools", "obsaug")
 CONFIGS = os.path.join(ROOT, "configs")
 PLACES = os.path.join(ROOT, "data", "places365_standard")
 
-pytestmark = pytest.mark.skipif(not os.access(CLI, os.X_OK), reason=f"obsaug CLI not built at {CLI}")
+pytestmark = require_component(f"the obsaug CLI ({CLI})", present=os.access(CLI, os.X_OK))
 
 
 def run(*args, timeout=300):

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import obsaug
+from conftest import require_component
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
                                      os.pardir))
@@ -18,8 +19,7 @@ PHOTOS = os.path.join(ROOT, "data", "photos")
 CONFIGS = os.path.join(ROOT, "configs")
 
 pytestmark = [
-    pytest.mark.skipif(not hasattr(obsaug, "Engine"),
-                       reason="obsaug._C built without the Engine (pool, yaml-cpp)"),
+    require_component("Engine"),
     pytest.mark.skipif(not os.path.isdir(PHOTOS),
                        reason="data/photos absent (run scripts/fetch_photos.sh)"),
 ]

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 import obsaug
 import obsaug.nn as onn
+from conftest import require_component
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
                                      os.pardir))
@@ -113,7 +114,7 @@ def test_random_shift_under_torch_compile_fullgraph():
     assert aug.step == 12
 
 
-@pytest.mark.skipif(not hasattr(obsaug, "Engine"), reason="obsaug._C built without the Engine")
+@require_component("Engine")
 @pytest.mark.skipif(not os.path.isdir(PHOTOS), reason="data/photos absent")
 def test_dmcontrol_gb_update_step_runs_unchanged(monkeypatch):
     monkeypatch.setenv("OBSAUG_POOL_SIZE", "16")  # a quick fill for the built-in engine

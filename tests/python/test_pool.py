@@ -9,14 +9,14 @@ import pytest
 import torch
 
 import obsaug
+from conftest import require_component
 from reference import overlay as reference_overlay
 
 PHOTOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir,
                       "data", "photos")
 
 pytestmark = [
-    pytest.mark.skipif(not hasattr(obsaug, "DistractorPool"),
-                       reason="obsaug._C built without the engine (TurboJPEG/libpng)"),
+    require_component("DistractorPool"),
     pytest.mark.skipif(not os.path.isdir(PHOTOS),
                        reason="data/photos absent (run scripts/fetch_photos.sh)"),
 ]
