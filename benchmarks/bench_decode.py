@@ -16,7 +16,7 @@ baseline JPEG of quality 90 (4:2:0):
              entropy-decoded and buffered
 
 Methods, one thread each, every image read from disk each time:
-  obsaug DCT      build/engine/obsaug_decode_bench (decode with the smallest
+  obsaug DCT      build/benchmarks/obsaug_decode_bench (decode with the smallest
                   DCT scale covering the crop, RandomResizedCrop, flip,
                   antialiased resize to 84x84, CHW uint8)
   obsaug no-DCT   the same with --no-dct (always a full-size decode)
@@ -39,7 +39,7 @@ the methods alike; the table gives the median over the rounds and the spread
 Example:
   .venv/bin/python benchmarks/bench_decode.py
   .venv/bin/python benchmarks/bench_decode.py --sets places256 --seconds 3 --rounds 5
-  OBSAUG_DECODE_BENCH=/tmp/build/engine/obsaug_decode_bench .venv/bin/python benchmarks/bench_decode.py
+  OBSAUG_DECODE_BENCH=/tmp/build/benchmarks/obsaug_decode_bench .venv/bin/python benchmarks/bench_decode.py
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ QUALITY = 90
 
 def find_bench(explicit):
     for candidate in (explicit, os.environ.get("OBSAUG_DECODE_BENCH"),
-                      os.path.join(ROOT, "build", "engine", "obsaug_decode_bench")):
+                      os.path.join(ROOT, "build", "benchmarks", "obsaug_decode_bench")):
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     sys.exit("bench_decode: obsaug_decode_bench not found; build it (ninja -C build "
@@ -208,7 +208,7 @@ def main():
     parser.add_argument("--to-tensor", action="store_true",
                         help="add torchvision ToTensor() to the Pillow pipeline (DMC-GB's full transform)")
     parser.add_argument("--bench", help="obsaug_decode_bench binary (default: $OBSAUG_DECODE_BENCH, "
-                        "then build/engine/obsaug_decode_bench)")
+                        "then build/benchmarks/obsaug_decode_bench)")
     parser.add_argument("--keep", metavar="DIR", help="write the test sets to DIR and keep them")
     parser.add_argument("--json", metavar="PATH", help="also write every measurement as JSON")
     args = parser.parse_args()

@@ -16,9 +16,9 @@
 
 #include "bindings/schema_bindings.h"
 #include "engine/config.h"
-#include "engine/distractor_pool.h"
+#include "engine/pool/distractor_pool.h"
 #include "engine/engine.h"
-#include "engine/image_source.h"
+#include "engine/source/image_source.h"
 
 namespace py = pybind11;
 

@@ -1,5 +1,5 @@
 // obsaug::Engine's Python binding (bindings/engine_bindings.cpp), compiled
-// into obsaug._C where the engine API is built (OBSAUG_WITH_ENGINE_API).
+// into obsaug._C where the Engine is built (OBSAUG_WITH_ENGINE).
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -1,8 +1,9 @@
-// obsaug._C.DistractorPool: the Python face of engine/distractor_pool.h
-// (DESIGN.md section 7). The GIL is released around everything that blocks
-// (the fill in the constructor, refresh, close) so the decoder threads and
-// other Python threads run meanwhile. The object is not thread-safe: one
-// Python thread refreshes and augments (the consumer of the C++ contract).
+// obsaug._C.DistractorPool: the native face of engine/pool/distractor_pool.h
+// (DESIGN.md section 7), wrapped by python/obsaug/pool.py. The GIL is
+// released around everything that blocks (the fill in the constructor,
+// refresh, restore, close) so the decoder threads and other Python threads
+// run meanwhile. The object is not thread-safe: one Python thread refreshes
+// and augments (the consumer of the C++ contract).
 #include "bindings/pool_bindings.h"
 
 #include <pybind11/stl.h>
@@ -12,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/distractor_pool.h"
+#include "engine/pool/distractor_pool.h"
 
 namespace py = pybind11;
 
@@ -124,6 +125,19 @@ order (mode="sync", bit-reproducible).)doc")
                                     d["next_stamp"].cast<uint64_t>(), d["calls"].cast<uint64_t>()});
           },
           "Where the refresh stands (next_serial, next_stamp, calls), to save and restore.")
+      .def("slot_serials", &DistractorPool::slot_serials,
+           "The serial (file order position) of the image each slot holds.")
+      .def(
+          "restore",
+          [](DistractorPool& p, const py::dict& cursor, const std::vector<uint64_t>& slots) {
+            const PoolCursor c{cursor["next_serial"].cast<uint64_t>(),
+                               cursor["next_stamp"].cast<uint64_t>(),
+                               cursor["calls"].cast<uint64_t>()};
+            py::gil_scoped_release release;  // P decodes
+            p.restore(c, slots);
+          },
+          py::arg("cursor"), py::arg("slot_serials"),
+          "Re-decodes each slot's serial and sets the cursor (DistractorPool::restore).")
       .def(
           "__enter__", [](DistractorPool& p) -> DistractorPool& { return p; },
           py::return_value_policy::reference)

@@ -1,5 +1,5 @@
 // The distractor pool's Python binding (bindings/pool_bindings.cpp), compiled
-// into obsaug._C when the engine is built (OBSAUG_WITH_ENGINE).
+// into obsaug._C where the pool is built (OBSAUG_WITH_POOL).
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -7,10 +7,10 @@
 
 #include "bindings/schema_bindings.h"
 
-#ifdef OBSAUG_WITH_ENGINE
+#ifdef OBSAUG_WITH_POOL
 #include "bindings/pool_bindings.h"
 #endif
-#ifdef OBSAUG_WITH_ENGINE_API
+#ifdef OBSAUG_WITH_ENGINE
 #include "bindings/engine_bindings.h"
 #endif
 #ifdef OBSAUG_WITH_REPLAY
@@ -40,10 +40,17 @@ PYBIND11_MODULE(_C, m) {
   m.attr("built_with_cuda") = false;
 #endif
   obsaug::python::bind_schema(m);
-#ifdef OBSAUG_WITH_ENGINE
+  // Built with OBSAUG_REQUIRE_ALL: every component below is present (the
+  // configure failed otherwise), and the tests treat a missing one as a failure.
+#ifdef OBSAUG_REQUIRED_ALL
+  m.attr("required_all") = true;
+#else
+  m.attr("required_all") = false;
+#endif
+#ifdef OBSAUG_WITH_POOL
   obsaug::python::bind_pool(m);
 #endif
-#ifdef OBSAUG_WITH_ENGINE_API
+#ifdef OBSAUG_WITH_ENGINE
   obsaug::python::bind_engine(m);
 #endif
 #ifdef OBSAUG_WITH_REPLAY

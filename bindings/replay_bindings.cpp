@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "replay/replay_buffer.h"
-#ifdef OBSAUG_WITH_ENGINE_API
+#ifdef OBSAUG_WITH_ENGINE
 #include "replay/engine_augment.h"
 #endif
 
@@ -39,7 +39,7 @@ ReplayBatch sample(ReplayBuffer& rb, int64_t batch, const py::object& augment, b
     py::gil_scoped_release release;
     return rb.sample(batch, nullptr, share, beta);
   }
-#ifdef OBSAUG_WITH_ENGINE_API
+#ifdef OBSAUG_WITH_ENGINE
   if (py::isinstance<Engine>(augment)) {
     Engine& engine = augment.cast<Engine&>();
     const StackAugment with_engine = augment_with(engine);

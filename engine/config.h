@@ -40,7 +40,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/refresh_mode.h"
+#include "engine/pool/refresh_mode.h"
 #include "kernels/pipeline_spec.h"
 
 namespace obsaug {

@@ -24,9 +24,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "engine/decode.h"
-#include "engine/distractor_pool.h"
-#include "engine/image_source.h"
+#include "engine/pool/distractor_pool.h"
 #include "kernels/augment.h"
 #include "kernels/tensor_text.h"
 
@@ -102,11 +100,6 @@ struct Engine::Impl {
   std::atomic<uint64_t> samples{0};
   std::atomic<bool> closed{false};
   mutable std::shared_mutex mu;
-  // After a sync-mode load_state: the serial re-decoded into each slot, and
-  // the slot's (stamp, written_call) then, to tell whether the pool has
-  // rewritten the slot since (its SlotInfo does not know the restored serial).
-  std::vector<uint64_t> restored_serials;
-  std::vector<std::pair<uint64_t, uint64_t>> restored_marks;
 
   Impl(Config c, DistributedRank r)
       : config(std::move(c)),
@@ -211,24 +204,6 @@ struct Engine::Impl {
       throw std::invalid_argument(where + "tensors must be on " + device.str() +
                                   " (the config's device), got " + t.device().str());
     }
-  }
-
-  // Re-decodes the image of serial `serials[k]` into pool slot k (sync-mode restore).
-  void redecode_slots(const std::vector<uint64_t>& serials) {
-    const DistractorPoolOptions& o = pool->options();
-    const at::Tensor& images = pool->images();
-    at::Tensor host = at::empty(images.sizes(), at::TensorOptions().dtype(at::kByte));
-    const size_t image_bytes = static_cast<size_t>(o.channels) * o.height * o.width;
-    uint8_t* base = host.data_ptr<uint8_t>();
-    const AugmentSpec spec = pool->augment_spec();
-    ImageDecoder decoder(o.limits);
-    for (size_t k = 0; k < serials.size(); ++k) {
-      const ImageRef& ref = pool->refs()[pool->ref_index_for_serial(serials[k])];
-      const std::vector<uint8_t> bytes = read_image_bytes(ref, o.limits.max_bytes);
-      decoder.decode_augmented(bytes.data(), bytes.size(), ref.display_name(), spec, o.seed,
-                               serials[k], base + k * image_bytes);
-    }
-    images.copy_(host);  // blocking on CUDA: load_state is not on the hot path
   }
 };
 
@@ -349,15 +324,7 @@ EngineState Engine::state() const {
     s.pool_serial = c.next_serial;
     s.pool_stamp = c.next_stamp;
     s.pool_calls = c.calls;
-    const int64_t P = d.pool->options().size;
-    s.pool_slots.resize(static_cast<size_t>(P));
-    for (int64_t k = 0; k < P; ++k) {
-      const size_t i = static_cast<size_t>(k);
-      const SlotInfo info = d.pool->slot_info(k);
-      const bool restored = i < d.restored_serials.size() &&
-                            d.restored_marks[i] == std::make_pair(info.stamp, info.written_call);
-      s.pool_slots[i] = restored ? d.restored_serials[i] : info.serial;
-    }
+    s.pool_slots = d.pool->slot_serials();
   }
   return s;
 }
@@ -378,24 +345,16 @@ void Engine::load_state(const EngineState& state) {
   if (d.pool) {
     const int64_t P = d.pool->options().size;
     const bool sync = d.pool->options().mode == RefreshMode::kSync;
+    const PoolCursor cursor{state.pool_serial, state.pool_stamp, state.pool_calls};
     if (sync && !state.pool_slots.empty()) {
       if (static_cast<int64_t>(state.pool_slots.size()) != P) {
         throw std::invalid_argument("Engine.load_state: the state holds " +
                                     std::to_string(state.pool_slots.size()) +
                                     " pool slots, the engine's pool has " + std::to_string(P));
       }
-      d.redecode_slots(state.pool_slots);
-    }
-    d.pool->set_cursor(PoolCursor{state.pool_serial, state.pool_stamp, state.pool_calls});
-    d.restored_serials.clear();
-    d.restored_marks.clear();
-    if (sync && !state.pool_slots.empty()) {
-      d.restored_serials = state.pool_slots;
-      d.restored_marks.resize(static_cast<size_t>(P));
-      for (int64_t k = 0; k < P; ++k) {  // after set_cursor, which resets written_call
-        const SlotInfo info = d.pool->slot_info(k);
-        d.restored_marks[static_cast<size_t>(k)] = {info.stamp, info.written_call};
-      }
+      d.pool->restore(cursor, state.pool_slots);  // the content and the cursor
+    } else {
+      d.pool->set_cursor(cursor);
     }
   }
   d.step.store(state.step);

@@ -51,8 +51,8 @@ struct EngineStats {
 
 // What a resumed run needs to continue the same stream of augmentations.
 // In sync mode the restore is exact: load_state re-decodes every pool slot
-// from `pool_slots` (P decodes), so the pool holds what it held when the
-// state was taken. In async mode only the cursor is restored (the
+// from `pool_slots` (DistractorPool::restore, P decodes), so the pool holds
+// what it held when the state was taken. In async mode only the cursor is restored (the
 // background refresh is not reproducible anyway).
 struct EngineState {
   uint64_t seed = 0;  // the engine's key, config seed + rank (Engine::seed())

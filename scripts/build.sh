@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Configures (once) and builds obsaug into build/: libobsaug and the Python
 # extension land in python/obsaug/, the tests in build/tests/. CUDA kernels
-# are compiled whenever nvcc is on the PATH. Extra arguments go to cmake.
+# are compiled whenever nvcc is on the PATH. Extra arguments go to cmake and
+# make it re-run (e.g. scripts/build.sh -DOBSAUG_REQUIRE_ALL=ON, what
+# scripts/test.sh passes); without arguments cmake runs only when
+# build/build.ninja is missing (ninja re-runs it when a CMakeLists changes).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

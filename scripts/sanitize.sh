@@ -46,9 +46,9 @@ for mode in "${modes[@]}"; do
     asan)
       echo "== C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer =="
       configure build-asan OBSAUG_ASAN || { status=1; continue; }
-      tests=(tests/obsaug_tests tests/engine/obsaug_engine_tests tests/engine/obsaug_config_tests
-             tests/engine/obsaug_pool_tests tests/engine/obsaug_engine_api_tests
-             tests/replay/obsaug_replay_tests)
+      tests=(tests/obsaug_tests tests/engine/obsaug_source_tests tests/engine/obsaug_decode_tests
+             tests/engine/obsaug_pool_tests tests/engine/obsaug_config_tests
+             tests/engine/obsaug_engine_tests tests/replay/obsaug_replay_tests)
       ninja -C build-asan $(for t in "${tests[@]}"; do basename "$t"; done) || { status=1; continue; }
       ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:detect_odr_violation=0:${ASAN_OPTIONS:-}" \
       UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}" \
@@ -57,7 +57,7 @@ for mode in "${modes[@]}"; do
     tsan)
       echo "== Threaded components under ThreadSanitizer =="
       configure build-tsan OBSAUG_TSAN || { status=1; continue; }
-      tests=(tests/engine/obsaug_pool_tests tests/engine/obsaug_engine_api_tests
+      tests=(tests/engine/obsaug_pool_tests tests/engine/obsaug_engine_tests
              tests/replay/obsaug_replay_tests)
       ninja -C build-tsan $(for t in "${tests[@]}"; do basename "$t"; done) || { status=1; continue; }
       # TSan's shadow memory needs the classic address layout on kernels with

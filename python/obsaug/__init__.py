@@ -14,10 +14,11 @@ built_with_cuda = _C.built_with_cuda
 
 __all__ = ["ops", "nn", "built_with_cuda", "__version__"]
 
-# The distractor pool exists where the native module was built with the
-# engine (TurboJPEG, libpng); a machine without them has the ops only.
+# The distractor pool exists where the native module was built with it
+# (TurboJPEG, libpng, Boost); a machine without them has the ops only.
 if hasattr(_C, "DistractorPool"):
-    DistractorPool = _C.DistractorPool
+    from .pool import DistractorPool  # noqa: E402
+
     DistractorPool.__module__ = "obsaug"
     __all__.append("DistractorPool")
 

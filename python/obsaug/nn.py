@@ -14,15 +14,16 @@ sample into all its stacked frames with weight ``alpha`` (0.5 as SVEA does),
 drawn from a distractor pool resident on ``x``'s device: by default an
 ``obsaug.Engine`` built on first use over ``data/photos`` (or the folder,
 list or shards named by the ``OBSAUG_PHOTOS`` environment variable), one per
-frame size, device and alpha; ``set_default_engine(engine)`` makes every
-call use ``engine.augment(x)`` instead (its config then decides photos,
-alpha, device and frame size).
+frame size, device and alpha, closed at interpreter exit;
+``set_default_engine(engine)`` makes every call use ``engine.augment(x)``
+instead (its config then decides photos, alpha, device and frame size).
 
 Every call draws fresh parameters: the functions share one step counter,
 each ``RandomShift`` has its own (saved in its ``state_dict``).
 """
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import threading
@@ -96,7 +97,19 @@ _SEED = 0
 _steps = itertools.count()
 _lock = threading.Lock()
 _default_engine: Optional[Any] = None
-_engines: Dict[Tuple[int, int, str, float], Any] = {}
+_engines: Dict[Tuple[int, int, str, float], Any] = {}  # the built-in engines, closed at exit
+
+
+@atexit.register
+def _close_engines() -> None:
+    """Closes the built-in engines at interpreter exit, while torch (and CUDA) are
+    still up: their decoder threads are stopped and joined here, not in a
+    destructor during the interpreter's teardown."""
+    with _lock:
+        engines = list(_engines.values())
+        _engines.clear()
+    for engine in engines:
+        engine.close()
 
 
 def default_photos() -> str:

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/distractor_pool.h"
+#include "engine/pool/distractor_pool.h"
 #include "engine/engine.h"
 #include "kernels/augment.h"
 #include "tests/test_util.h"

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/decode.h"
+#include "engine/decode/decode.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   obsaug::DecodeLimits limits;

@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "engine/image_source.h"
-#include "engine/tar_reader.h"
+#include "engine/source/image_source.h"
+#include "engine/source/tar_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = "/tmp/obsaug_fuzz_tar_" + std::to_string(::getpid()) + ".tar";

@@ -18,7 +18,7 @@ ROOT = os.path.normpath(os.path.join(TESTS, os.pardir, os.pardir))
 PYDIR = os.path.join(ROOT, "python")
 PHOTOS = os.path.join(ROOT, "data", "photos")
 CONFIGS = os.path.join(ROOT, "configs")
-ENGINE_TESTS = os.path.join(ROOT, "tests", "engine")  # pillow_compare.py
+ENGINE_TESTS = os.path.join(ROOT, "tests", "engine", "decode")  # pillow_compare.py
 CLI = os.environ.get("OBSAUG_CLI") or os.path.join(ROOT, "build", "tools", "obsaug")
 
 for path in (TESTS, PYDIR):
@@ -27,22 +27,54 @@ for path in (TESTS, PYDIR):
 
 import obsaug  # noqa: E402  (registers torch.ops.obsaug)
 
-# Skip markers: what a test needs beyond the kernels (the native module's
-# optional components, a GPU, the embedded photographs, a built tool).
+# --- what a test needs beyond the kernels ------------------------------------
+# A GPU and the embedded photographs may be absent (tests skip). A component
+# of the build (the native module's DistractorPool, Engine, ReplayBuffer, a
+# built tool) may be absent only when the build did not require every
+# component: built with OBSAUG_REQUIRE_ALL (scripts/test.sh, CI), a missing
+# component fails its tests instead of skipping them.
+REQUIRED_ALL = bool(getattr(obsaug._C, "required_all", False))
 HAS_CUDA = torch.cuda.is_available()
 HAS_PHOTOS = os.path.isdir(PHOTOS)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "obsaug_missing(name): a required component is not built")
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("obsaug_missing"):
+        pytest.fail(f"obsaug was built without {mark.args[0]}, but the build required every "
+                    "component (OBSAUG_REQUIRE_ALL)", pytrace=False)
+
+
+def require_component(name, present=None):
+    """A mark for tests that need a component of the build: ``obsaug.<name>``
+    (e.g. "Engine", "DistractorPool", "ReplayBuffer"), or, with ``present``, a
+    built binary. No-op when it is there; a skip when it is not and the build
+    did not require every component; a failure when the build did."""
+    if present is None:
+        present = hasattr(obsaug, name)
+    if present:
+        return pytest.mark.skipif(False, reason=f"{name} is built")
+    if REQUIRED_ALL:
+        return pytest.mark.obsaug_missing(name)
+    return pytest.mark.skip(reason=f"obsaug was built without {name}")
+
+
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 needs_photos = pytest.mark.skipif(not HAS_PHOTOS,
                                   reason="needs data/photos (run scripts/fetch_photos.sh)")
-needs_pool = pytest.mark.skipif(
-    not hasattr(obsaug, "DistractorPool") or not HAS_PHOTOS,
-    reason="needs obsaug.DistractorPool (TurboJPEG/libpng) and data/photos")
-needs_engine = pytest.mark.skipif(
-    not hasattr(obsaug, "Engine") or not HAS_PHOTOS,
-    reason="needs obsaug.Engine (pool, yaml-cpp) and data/photos (scripts/fetch_photos.sh)")
-needs_replay = pytest.mark.skipif(not hasattr(obsaug, "ReplayBuffer"),
-                                  reason="obsaug._C built without the ReplayBuffer")
-needs_cli = pytest.mark.skipif(not os.access(CLI, os.X_OK), reason=f"obsaug CLI not built at {CLI}")
+
+
+def _component_with_photos(name):
+    return needs_photos if hasattr(obsaug, name) else require_component(name)
+
+
+needs_pool = _component_with_photos("DistractorPool")
+needs_engine = _component_with_photos("Engine")
+needs_replay = require_component("ReplayBuffer")
+needs_cli = require_component(f"the obsaug CLI ({CLI})", present=os.access(CLI, os.X_OK))
 
 
 def random_obs(shape, dtype=torch.uint8, seed=0, device="cpu"):

@@ -25,7 +25,7 @@
 
 #include "replay/replay_buffer.h"
 #include "tests/test_util.h"
-#ifdef OBSAUG_WITH_ENGINE_API
+#ifdef OBSAUG_WITH_ENGINE
 #include "engine/config.h"
 #include "kernels/augment.h"
 #include "replay/engine_augment.h"
@@ -242,7 +242,7 @@ TEST(ReplayBuffer, FailedSaveKeepsThePreviousCheckpoint) {
   ::rmdir(dir.c_str());
 }
 
-#ifdef OBSAUG_WITH_ENGINE_API
+#ifdef OBSAUG_WITH_ENGINE
 const std::string kPhotos = std::string(OBSAUG_SOURCE_DIR) + "/data/photos";
 
 bool have_photos() { return ::access((kPhotos + "/SOURCES.md").c_str(), F_OK) == 0; }

@@ -1,4 +1,4 @@
-"""The distractor decoder (engine/decode.h) against Pillow + torchvision semantics.
+"""The distractor decoder (engine/decode/decode.h) against Pillow + torchvision semantics.
 
 Runs obsaug_decode_tool (built with the engine) on images written here with
 Pillow in every mode the pool meets, and on the embedded photographs
@@ -14,13 +14,14 @@ import pytest
 np = pytest.importorskip("numpy")
 Image = pytest.importorskip("PIL.Image")
 
-from conftest import ENGINE_TESTS, PHOTOS, needs_photos  # noqa: E402
+from conftest import ENGINE_TESTS, PHOTOS, needs_photos, require_component  # noqa: E402
 
 sys.path.insert(0, ENGINE_TESTS)
 import pillow_compare as pc  # noqa: E402
 
 TOOL = pc.find_tool()
-pytestmark = pytest.mark.skipif(TOOL is None, reason="obsaug_decode_tool not built (set OBSAUG_DECODE_TOOL)")
+pytestmark = require_component("obsaug_decode_tool (build/tools/; or set OBSAUG_DECODE_TOOL)",
+                               present=TOOL is not None)
 
 SIZE = (84, 84)
 

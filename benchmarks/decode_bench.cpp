@@ -44,8 +44,8 @@
 
 #include <time.h>
 
-#include "engine/decode.h"
-#include "engine/image_source.h"
+#include "engine/decode/decode.h"
+#include "engine/source/image_source.h"
 
 namespace {
 

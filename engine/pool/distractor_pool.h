@@ -33,9 +33,14 @@
 //
 // File order: serial s (0, 1, 2, ...) decodes file perm_{s / N}(s % N) of the
 // N files of this rank, where perm_e is a seeded pseudo-random permutation
-// of epoch e; its random crop and flip use Philox(seed, serial = s)
-// (engine/decode.h). Slots are replaced oldest first (round robin after the
-// fill), so a slot's age is at most about P / (images per call) calls.
+// of epoch e (engine/pool/file_order.h); its random crop and flip use
+// Philox(seed, serial = s) (engine/decode/decode.h). Slots are replaced
+// oldest first (round robin after the fill), so a slot's age is at most
+// about P / (images per call) calls.
+//
+// Save and restore: cursor() and slot_serials() are the pool's whole state;
+// restore() rebuilds the content from them (P decodes), so a sync-mode pool
+// restored from a saved state continues bit-exactly.
 //
 // Faults: a file that fails to read or decode (zero-byte, truncated, not an
 // image, too large, deleted mid-run) is skipped and counted, the first
@@ -52,12 +57,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/decode.h"
-#include "engine/image_source.h"
-#include "engine/refresh_mode.h"
+#include "engine/decode/decode.h"
+#include "engine/pool/file_order.h"
+#include "engine/pool/refresh_mode.h"
+#include "engine/source/image_source.h"
 
 namespace obsaug {
-
 
 // "async" or "sync"; std::invalid_argument otherwise.
 RefreshMode parse_refresh_mode(const std::string& name);
@@ -121,13 +126,6 @@ struct PoolCursor {
   uint64_t calls = 0;        // prepare_for_augment() calls so far
 };
 
-// A fast 64-bit checksum of an image's bytes (not cryptographic).
-uint64_t image_checksum(const uint8_t* data, size_t size);
-
-// The seeded permutation of 0..n-1 for `epoch`: a bijection, computed in
-// O(1) per index (a Feistel network with cycle walking).
-uint64_t permuted_index(uint64_t i, uint64_t n, uint64_t seed, uint64_t epoch);
-
 class DistractorPool {
  public:
   // Blocks until the pool is full. Throws SourceError for sources without an
@@ -160,15 +158,35 @@ class DistractorPool {
   // Consumer thread.
   SlotInfo slot_info(int64_t slot) const;
   PoolCursor cursor() const;
+  // Consumer thread: the serial each slot holds (slot_info(k).serial for
+  // k = 0..P-1), the content half of a saved state.
+  std::vector<uint64_t> slot_serials() const;
   // Consumer thread. Sets where the refresh continues; in async mode images
   // already staged still arrive, so only sync mode is exact.
   void set_cursor(const PoolCursor& cursor);
+  // Consumer thread (not concurrently with prepare_for_augment), on CUDA with
+  // the augment stream current: makes the pool what it was when `cursor` and
+  // `slot_serials` (P entries, from cursor() / slot_serials()) were taken by
+  // a pool of the same options and sources. Decodes on the calling thread
+  // the image of each serial (its file from the seeded order, its crop and
+  // flip from Philox(seed, serial)) into its slot, with the SlotInfo the
+  // refresh would have written (stamp: the newest s < next_stamp with
+  // s % P == slot; written_call: cursor.calls, so ages restart at 0), then
+  // sets the cursor. Exact in sync mode; in async mode images the workers
+  // staged before the call still arrive at the next prepare_for_augment().
+  // All or nothing: every image is decoded before any slot is written, so on
+  // an exception the pool is unchanged. Throws std::invalid_argument unless
+  // slot_serials has P entries, SourceError naming the slot, serial and file
+  // when an image no longer reads or decodes (a file changed or deleted
+  // since), std::logic_error after close().
+  void restore(const PoolCursor& cursor, const std::vector<uint64_t>& slot_serials);
 
   const DistractorPoolOptions& options() const;
   const std::vector<ImageRef>& refs() const;  // this rank's files, in listing order
   // The file of serial s: refs()[ref_index_for_serial(s)].
   uint32_t ref_index_for_serial(uint64_t serial) const;
-  // The AugmentSpec the decoders use (for independent re-decodes in tests).
+  // The AugmentSpec the decoders use (for independent re-decodes in tests
+  // and previews).
   AugmentSpec augment_spec() const;
 
   static constexpr int kStagingPerWorker = 3;

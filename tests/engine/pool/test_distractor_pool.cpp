@@ -1,8 +1,8 @@
-// DistractorPool (engine/distractor_pool.h) with real threads: the fill
+// DistractorPool (engine/pool/distractor_pool.h) with real threads: the fill
 // against an independent single-threaded decode, oldest-first replacement,
 // a stress test proving that no pool slot is ever torn, corrupt and vanishing
-// files, worker exceptions, shutdown under load, the rate cap and sync-mode
-// determinism. The JPEG fixtures are written here with TurboJPEG.
+// files, worker exceptions, shutdown under load, the rate cap, sync-mode
+// determinism and restore(). The JPEG fixtures are written here with TurboJPEG.
 #include <ATen/Context.h>
 #include <ATen/ops/equal.h>
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/distractor_pool.h"
+#include "engine/pool/distractor_pool.h"
 #include "tests/test_util.h"
 
 namespace obsaug {
@@ -448,6 +448,88 @@ TEST(DistractorPool, StatsTrackAgeAndUploads) {
   EXPECT_EQ(pool.slot_info(3).written_call, 2u);
   EXPECT_GT(s.decode_rate, 0.0);
   EXPECT_EQ(s.queue_depth, 0u);
+}
+
+// restore(): a fresh pool given another pool's cursor and slot serials holds
+// exactly that pool's images and SlotInfo, and continues bit-exactly in sync
+// mode; it needs no test hook and no state outside the pool.
+TEST(DistractorPool, RestoreRebuildsTheContentAndContinuesExactly) {
+  TempDir dir;
+  write_jpegs(dir, 7);
+  write_file(dir / "broken.jpg", Bytes(100, 0x42));  // failed serials are skipped, not held
+  const DistractorPoolOptions o = small_options(dir, 10, RefreshMode::kSync);
+  DistractorPool a(o);
+  for (int i = 0; i < 5; ++i) a.prepare_for_augment();  // 15 uploads: stamps wrap once
+  const PoolCursor cursor = a.cursor();
+  const std::vector<uint64_t> serials = a.slot_serials();
+  const at::Tensor saved = a.images().clone();
+  ASSERT_EQ(serials.size(), 10u);
+
+  DistractorPool b(o);
+  ASSERT_FALSE(at::equal(b.images(), saved));
+  b.restore(cursor, serials);
+  EXPECT_TRUE(at::equal(b.images(), saved));
+  EXPECT_EQ(b.slot_serials(), serials);
+  EXPECT_EQ(b.cursor().next_serial, cursor.next_serial);
+  EXPECT_EQ(b.cursor().next_stamp, cursor.next_stamp);
+  EXPECT_EQ(b.cursor().calls, cursor.calls);
+  for (int64_t k = 0; k < 10; ++k) {
+    EXPECT_EQ(b.slot_info(k).stamp, a.slot_info(k).stamp) << "slot " << k;
+    EXPECT_EQ(b.slot_info(k).ref_index, a.slot_info(k).ref_index) << "slot " << k;
+    EXPECT_EQ(b.slot_info(k).checksum, a.slot_info(k).checksum) << "slot " << k;
+  }
+  EXPECT_EQ(b.stats().mean_age_calls, 0.0);  // ages restart at the restore
+  expect_slots_consistent(b, /*redecode=*/true);
+
+  for (int i = 0; i < 4; ++i) {  // oldest first from the restored stamps, the same serials
+    a.prepare_for_augment();
+    b.prepare_for_augment();
+    ASSERT_TRUE(at::equal(a.images(), b.images())) << "after call " << i + 1;
+  }
+  EXPECT_EQ(a.slot_serials(), b.slot_serials());
+}
+
+// restore() is all or nothing: a wrong slot count or an image that no longer
+// decodes leaves the pool (content, SlotInfo, cursor) as it was.
+TEST(DistractorPool, RestoreFailuresLeaveThePoolUnchanged) {
+  TempDir dir;
+  write_jpegs(dir, 5);
+  const DistractorPoolOptions o = small_options(dir, 6, RefreshMode::kSync);
+  DistractorPool a(o);
+  a.prepare_for_augment();
+  const PoolCursor cursor = a.cursor();
+  const std::vector<uint64_t> serials = a.slot_serials();
+
+  DistractorPool b(o);
+  const at::Tensor before = b.images().clone();
+  const std::vector<uint64_t> serials_before = b.slot_serials();
+  try {
+    b.restore(cursor, std::vector<uint64_t>(serials.begin(), serials.end() - 1));
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("one serial per slot (6), got 5"), std::string::npos)
+        << e.what();
+  }
+  // The file of the last slot's serial is deleted: it no longer decodes.
+  const uint32_t gone = b.ref_index_for_serial(serials.back());
+  const std::string gone_path = b.refs()[gone].path;
+  std::filesystem::remove(gone_path);
+  try {
+    b.restore(cursor, serials);
+    FAIL() << "expected SourceError";
+  } catch (const SourceError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("slot "), std::string::npos) << what;
+    EXPECT_NE(what.find(gone_path), std::string::npos) << what;
+    EXPECT_NE(what.find("no longer decodes"), std::string::npos) << what;
+  }
+  EXPECT_TRUE(at::equal(b.images(), before));
+  EXPECT_EQ(b.slot_serials(), serials_before);
+  EXPECT_EQ(b.cursor().calls, 0u);
+  EXPECT_EQ(b.cursor().next_stamp, 6u);
+
+  b.close();
+  EXPECT_THROW(b.restore(cursor, serials), std::logic_error);
 }
 
 TEST(DistractorPool, GrayscaleAndShardedPools) {

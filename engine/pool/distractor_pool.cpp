@@ -6,7 +6,7 @@
 //   - atomics (stop_, counters, next_serial_) and, under mu_, the condition
 //     variable the workers sleep on (free slot, rate token, stop);
 //   - failures_ under failures_mu_, worker_error_ under error_mu_.
-#include "engine/distractor_pool.h"
+#include "engine/pool/distractor_pool.h"
 
 #include <ATen/Context.h>
 #include <ATen/ops/empty.h>
@@ -44,26 +44,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
-
 struct StagedImage {
   uint64_t serial = 0;
   uint32_t ref_index = 0;
   uint64_t checksum = 0;
 };
-
-// The file of serial s among n: epoch s / n, position s % n of that epoch's
-// seeded permutation.
-uint32_t file_for_serial(uint64_t serial, uint64_t n, uint64_t seed) {
-  return static_cast<uint32_t>(permuted_index(serial % n, n, seed, serial / n));
-}
 
 // Lowers the calling thread's scheduling priority by `delta` nice levels
 // (Linux: nice is per thread). Best effort; raising niceness needs no privilege.
@@ -90,40 +75,6 @@ RefreshMode parse_refresh_mode(const std::string& name) {
   if (name == "sync") return RefreshMode::kSync;
   throw std::invalid_argument("DistractorPool mode must be \"async\" or \"sync\", got \"" + name +
                               "\"");
-}
-
-uint64_t image_checksum(const uint8_t* data, size_t size) {
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ size;
-  size_t i = 0;
-  for (; i + 8 <= size; i += 8) {
-    uint64_t word;
-    std::memcpy(&word, data + i, 8);
-    h = (h ^ word) * 0xff51afd7ed558ccdull;
-    h ^= h >> 29;
-  }
-  for (; i < size; ++i) h = (h ^ data[i]) * 0x100000001b3ull;
-  return mix64(h);
-}
-
-uint64_t permuted_index(uint64_t i, uint64_t n, uint64_t seed, uint64_t epoch) {
-  if (n <= 1) return 0;
-  int bits = 0;
-  while ((uint64_t{1} << bits) < n) ++bits;
-  const int half = (bits + 1) / 2;  // a balanced Feistel network on 2 * half bits
-  const uint64_t mask = (uint64_t{1} << half) - 1;
-  const uint64_t key = mix64(seed ^ mix64(epoch + 0x5eed));
-  uint64_t x = i;
-  do {  // cycle walking: the domain is < 4n, so a few rounds on average
-    uint64_t left = x >> half, right = x & mask;
-    for (uint64_t round = 0; round < 4; ++round) {
-      const uint64_t f = mix64(right ^ key ^ (round << 56)) & mask;
-      const uint64_t next_right = left ^ f;
-      left = right;
-      right = next_right;
-    }
-    x = (left << half) | right;
-  } while (x >= n);
-  return x;
 }
 
 struct DistractorPool::Impl {
@@ -153,6 +104,8 @@ struct DistractorPool::Impl {
   void reclaim_finished_copies(bool wait_for_one);
   void wake_workers();
   void rethrow_worker_error();
+  void restore(const PoolCursor& cursor, const std::vector<uint64_t>& slot_serials);
+  void set_cursor(const PoolCursor& cursor);
   void close();
 
   uint8_t* staging_ptr(uint32_t k) { return staging_base_ + static_cast<size_t>(k) * image_bytes_; }
@@ -576,6 +529,60 @@ void DistractorPool::Impl::prepare_sync() {
   }
 }
 
+void DistractorPool::Impl::set_cursor(const PoolCursor& cursor) {
+  next_serial_ = cursor.next_serial;
+  next_stamp_ = cursor.next_stamp;
+  calls_ = cursor.calls;
+  for (auto& slot : slots_) slot.written_call = cursor.calls;  // ages restart at 0
+  written_call_sum_ = cursor.calls * static_cast<uint64_t>(opts_.size);
+}
+
+void DistractorPool::Impl::restore(const PoolCursor& cursor,
+                                   const std::vector<uint64_t>& slot_serials) {
+  if (closed_) throw std::logic_error("DistractorPool::restore after close()");
+  const uint64_t P = static_cast<uint64_t>(opts_.size);
+  if (slot_serials.size() != P) {
+    throw std::invalid_argument(
+        "DistractorPool::restore: slot_serials must hold one serial per "
+        "slot (" +
+        std::to_string(P) + "), got " + std::to_string(slot_serials.size()));
+  }
+  // Decode everything first: a failure leaves the pool as it was.
+  at::Tensor host = at::empty(images_.sizes(), at::TensorOptions().dtype(at::kByte));
+  uint8_t* host_base = host.data_ptr<uint8_t>();
+  std::vector<SlotInfo> restored(slot_serials.size());
+  ImageDecoder decoder(opts_.limits);
+  for (size_t k = 0; k < slot_serials.size(); ++k) {
+    const uint64_t serial = slot_serials[k];
+    const uint32_t ref_index = file_for_serial(serial, refs_.size(), opts_.seed);
+    const ImageRef& ref = refs_[ref_index];
+    uint8_t* out = host_base + k * image_bytes_;
+    auto gone = [&](const char* why) {
+      return SourceError("DistractorPool::restore: slot " + std::to_string(k) + " held serial " +
+                         std::to_string(serial) + " (" + ref.display_name() +
+                         "), which no longer decodes: " + why +
+                         "; restore with the sources the state was taken with");
+    };
+    try {
+      const std::vector<uint8_t> bytes = read_image_bytes(ref, opts_.limits.max_bytes);
+      decoder.decode_augmented(bytes.data(), bytes.size(), ref.display_name(), spec_, opts_.seed,
+                               serial, out);
+    } catch (const DecodeError& e) {
+      throw gone(e.what());
+    } catch (const SourceError& e) {  // unreadable, gone, shrunk
+      throw gone(e.what());
+    }
+    // The newest stamp below next_stamp that writes slot k (the fill's own
+    // stamp k while fewer than P uploads are counted).
+    const uint64_t n = cursor.next_stamp;
+    const uint64_t stamp = n < P ? k : n - 1 - ((n - 1 - k) % P);
+    restored[k] = SlotInfo{serial, ref_index, image_checksum(out, image_bytes_), stamp, 0};
+  }
+  images_.copy_(host);  // blocking on CUDA: restore is not on the hot path
+  slots_ = std::move(restored);
+  set_cursor(cursor);
+}
+
 void DistractorPool::Impl::close() {
   if (closed_) return;
   closed_ = true;
@@ -652,13 +659,17 @@ PoolCursor DistractorPool::cursor() const {
   return PoolCursor{impl_->next_serial_.load(), impl_->next_stamp_, impl_->calls_.load()};
 }
 
-void DistractorPool::set_cursor(const PoolCursor& cursor) {
-  Impl& im = *impl_;
-  im.next_serial_ = cursor.next_serial;
-  im.next_stamp_ = cursor.next_stamp;
-  im.calls_ = cursor.calls;
-  for (auto& slot : im.slots_) slot.written_call = cursor.calls;  // ages restart at 0
-  im.written_call_sum_ = cursor.calls * static_cast<uint64_t>(im.opts_.size);
+std::vector<uint64_t> DistractorPool::slot_serials() const {
+  std::vector<uint64_t> serials;
+  serials.reserve(impl_->slots_.size());
+  for (const SlotInfo& slot : impl_->slots_) serials.push_back(slot.serial);
+  return serials;
+}
+
+void DistractorPool::set_cursor(const PoolCursor& cursor) { impl_->set_cursor(cursor); }
+
+void DistractorPool::restore(const PoolCursor& cursor, const std::vector<uint64_t>& slot_serials) {
+  impl_->restore(cursor, slot_serials);
 }
 
 uint32_t DistractorPool::ref_index_for_serial(uint64_t serial) const {

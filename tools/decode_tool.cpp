@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/decode.h"
-#include "engine/image_source.h"
+#include "engine/decode/decode.h"
+#include "engine/source/image_source.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // The decode pipeline (header probe, RandomResizedCrop, DCT scale choice,
 // resize, flip, CHW write-out); the codecs live in jpeg_decode.cpp and
 // png_decode.cpp, the resampler in resize.cpp.
-#include "engine/decode.h"
+#include "engine/decode/decode.h"
 
 #include <algorithm>
 #include <cmath>

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/decode.h"
+#include "engine/decode/decode.h"
 
 namespace obsaug {
 

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "engine/decode.h"
-#include "engine/pixel_convert.h"
+#include "engine/decode/decode.h"
+#include "engine/decode/pixel_convert.h"
 
 namespace obsaug {
 

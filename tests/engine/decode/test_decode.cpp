@@ -1,4 +1,4 @@
-// Decoding (engine/decode.h): every colour type of JPEG and PNG, written here
+// Decoding (engine/decode/decode.h): every colour type of JPEG and PNG, written here
 // with TurboJPEG and libpng; the resampler against a plain double-precision
 // triangle filter; DCT-scaled against full-size decoding; RandomResizedCrop
 // and flip statistics; reproducibility; corrupt, truncated and bomb files.
@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/decode.h"
-#include "engine/image_source.h"
+#include "engine/decode/decode.h"
+#include "engine/source/image_source.h"
 #include "tests/test_util.h"
 
 namespace obsaug {

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Compare obsaug's decode + RandomResizedCrop + resize with Pillow's.
 
-obsaug_decode_tool (engine/decode_tool.cpp) decodes an image through the
+obsaug_decode_tool (tools/decode_tool.cpp) decodes an image through the
 distractor pipeline and reports the crop box, flip and DCT scale it drew;
 this module replays the same crop with PIL the way torchvision's
 RandomResizedCrop does on a PIL image (crop, resize BILINEAR with
 antialiasing, flip, then convert("L") for one channel) and measures the
 difference. Used by tests/python/engine/test_decode_vs_pillow.py; also a CLI:
 
-    tests/engine/pillow_compare.py [--tool PATH] [--size 84x84] [--serials 4] FILE_OR_DIR...
+    tests/engine/decode/pillow_compare.py [--tool PATH] [--size 84x84] [--serials 4] FILE_OR_DIR...
 
 prints the mean / max absolute difference per file with DCT scaling off
 (should be ~0: the resampler is Pillow's) and on, and exits 1 when a
@@ -24,19 +24,20 @@ import tempfile
 import numpy as np
 from PIL import Image
 
-REPO_ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir))
+REPO_ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                         os.pardir, os.pardir, os.pardir))
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
 
 
 def find_tool():
-    """$OBSAUG_DECODE_TOOL, else build*/engine/obsaug_decode_tool in the repo; None if absent."""
+    """$OBSAUG_DECODE_TOOL, else build*/tools/obsaug_decode_tool in the repo; None if absent."""
     env = os.environ.get("OBSAUG_DECODE_TOOL")
     if env:
         return env if os.access(env, os.X_OK) else None
-    candidates = [os.path.join(REPO_ROOT, "build", "engine", "obsaug_decode_tool")]
+    candidates = [os.path.join(REPO_ROOT, "build", "tools", "obsaug_decode_tool")]
     for name in sorted(os.listdir(REPO_ROOT)):
         if name.startswith("build") and name != "build":
-            candidates.append(os.path.join(REPO_ROOT, name, "engine", "obsaug_decode_tool"))
+            candidates.append(os.path.join(REPO_ROOT, name, "tools", "obsaug_decode_tool"))
     for path in candidates:
         if os.access(path, os.X_OK):
             return path

@@ -1,5 +1,5 @@
 // How the distractor pool is refreshed; shared by the configuration
-// (engine/config.h) and the pool (engine/distractor_pool.h), so that code
+// (engine/config.h) and the pool (engine/pool/distractor_pool.h), so that code
 // which sees both (the Engine) has one type.
 #pragma once
 

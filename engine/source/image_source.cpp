@@ -1,4 +1,4 @@
-#include "engine/image_source.h"
+#include "engine/source/image_source.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -14,7 +14,7 @@
 #include <set>
 #include <utility>
 
-#include "engine/tar_reader.h"
+#include "engine/source/tar_reader.h"
 
 namespace obsaug {
 

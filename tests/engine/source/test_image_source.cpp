@@ -1,5 +1,5 @@
-// Image sources (engine/image_source.h) and the tar reader
-// (engine/tar_reader.h): directory scans in the Places365 and COCO layouts,
+// Image sources (engine/source/image_source.h) and the tar reader
+// (engine/source/tar_reader.h): directory scans in the Places365 and COCO layouts,
 // .txt lists, WebDataset shards written here (and by GNU tar), malformed and
 // truncated shards, combination and sharding.
 #include <gtest/gtest.h>
@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/image_source.h"
-#include "engine/tar_reader.h"
+#include "engine/source/image_source.h"
+#include "engine/source/tar_reader.h"
 #include "tests/test_util.h"
 
 namespace obsaug {

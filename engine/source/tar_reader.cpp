@@ -1,4 +1,4 @@
-#include "engine/tar_reader.h"
+#include "engine/source/tar_reader.h"
 
 #include <sys/stat.h>
 
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <memory>
 
-#include "engine/image_source.h"
+#include "engine/source/image_source.h"
 
 namespace obsaug {
 

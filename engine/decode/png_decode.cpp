@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/decode.h"
-#include "engine/pixel_convert.h"
+#include "engine/decode/decode.h"
+#include "engine/decode/pixel_convert.h"
 
 namespace obsaug {
 

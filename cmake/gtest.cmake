@@ -1,0 +1,30 @@
+# obsaug_add_gtest(<name> SOURCES <file>... LIBS <target>... [SOURCE_DIR] [NO_TSAN_DISCOVERY])
+# One GoogleTest executable (gtest_main), registered with ctest.
+#   - libstdc++ is linked first: libtorch.so exports its own copies of
+#     std::filesystem::remove_all and a few more (its remove_all crashes on a
+#     non-empty folder, e.g. a test's TempDir clean-up); libstdc++'s must win.
+#     Harmless for the torch-free tests, so every test gets it.
+#   - SOURCE_DIR: defines OBSAUG_SOURCE_DIR, the checkout, for tests that
+#     read configs/ or data/photos from the source tree. Only there: the
+#     absolute path is part of the compile command, so ccache cannot share
+#     those objects between checkouts (a fresh clone recompiles them).
+#   - NO_TSAN_DISCOVERY: under OBSAUG_TSAN the binary is built but not
+#     registered (discovery would run it; scripts/sanitize.sh runs it itself,
+#     without ASLR).
+include(GoogleTest)
+
+function(obsaug_add_gtest name)
+  cmake_parse_arguments(ARG "SOURCE_DIR;NO_TSAN_DISCOVERY" "" "SOURCES;LIBS" ${ARGN})
+  if(NOT ARG_SOURCES)
+    message(FATAL_ERROR "obsaug_add_gtest(${name}): SOURCES is empty")
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE "-Wl,--push-state,--no-as-needed" stdc++ "-Wl,--pop-state"
+                        ${ARG_LIBS} GTest::gtest GTest::gtest_main)
+  if(ARG_SOURCE_DIR)
+    target_compile_definitions(${name} PRIVATE OBSAUG_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  endif()
+  if(NOT (OBSAUG_TSAN AND ARG_NO_TSAN_DISCOVERY))
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
+  endif()
+endfunction()

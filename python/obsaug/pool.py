@@ -1,0 +1,144 @@
+"""obsaug.DistractorPool: decoded photographs for the overlay op, kept fresh.
+
+``images`` is the ``[size, channels, H, W]`` uint8 tensor on ``device`` that
+``obsaug.ops.overlay`` / ``augment`` take as ``pool``. Call ``refresh()``
+before each augment that reads it, on the augment thread (and, on CUDA, with
+the augment stream current): it uploads what the decoder threads staged
+(``mode="async"``) or decodes ``per_call`` images from the seeded file order
+(``mode="sync"``, bit-reproducible). Only that call changes ``images``.
+
+Sources are directories (searched recursively), ``.txt`` lists of paths,
+WebDataset ``.tar`` shards or image files (JPEG, PNG). A file that fails to
+decode is skipped and counted in ``stats()``. ``rank`` / ``world_size`` give
+this process a disjoint share of the files.
+
+``state_dict()`` / ``load_state_dict()`` save and restore the pool: its
+refresh cursor and the serial each slot holds; loading re-decodes every slot
+(``size`` decodes), so a sync-mode pool continues bit-exactly. The object is
+not thread-safe: one thread refreshes, restores and closes it. Use it as a
+context manager, or call ``close()``, to stop the decoder threads.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
+
+import torch
+
+from . import _C
+
+__all__ = ["DistractorPool"]
+
+_Sources = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
+_STATE_KEYS = ("next_serial", "next_stamp", "calls", "slot_serials")
+
+
+class DistractorPool:
+    """Decoded distractor photographs for the overlay op, refreshed in the background."""
+
+    def __init__(self, sources: _Sources, size: int = 1024,
+                 image_size: Union[int, Tuple[int, int]] = (84, 84), channels: int = 3,
+                 device: Union[str, torch.device] = "cpu", threads: int = 2,
+                 mode: str = "async", max_per_second: float = 0.0, per_call: int = 8,
+                 seed: int = 0, rank: int = 0, world_size: int = 1, progress: bool = True,
+                 worker_nice: int = 10):
+        """Lists the sources and blocks until all ``size`` slots hold a decoded image.
+
+        sources: a path or a list of paths. image_size: ``H`` or ``(H, W)`` of each
+        slot (random-resized-cropped to it). channels: 3 (RGB) or 1 (grayscale).
+        threads: fill threads, and the decoder threads of mode="async".
+        max_per_second: async decode rate cap over all threads (0: none).
+        per_call: images one ``refresh()`` decodes in mode="sync". seed: file order,
+        crops and flips. progress: a progress line during the fill (on a terminal).
+        worker_nice: how much nicer than the caller the decoder threads run (Linux).
+
+        Raises RuntimeError naming the path when a source holds no image or no
+        decodable one, ValueError for a bad option (mode, channels, size, ...).
+        """
+        if isinstance(device, torch.device):
+            device = str(device)
+        self._native = _C.DistractorPool(
+            sources, size=size, image_size=image_size, channels=channels, device=device,
+            threads=threads, mode=mode, max_per_second=max_per_second, per_call=per_call,
+            seed=seed, rank=rank, world_size=world_size, progress=progress,
+            worker_nice=worker_nice)
+
+    @property
+    def images(self) -> torch.Tensor:
+        """The ``[size, channels, H, W]`` uint8 pool on ``device`` (changes only in ``refresh``)."""
+        return self._native.images
+
+    def refresh(self) -> None:
+        """Uploads the staged images (async) or decodes ``per_call`` images (sync).
+
+        Raises RuntimeError after ``close()``, and re-raises (once) an unexpected
+        error of a decoder thread.
+        """
+        self._native.refresh()
+
+    def stats(self) -> Dict[str, Any]:
+        """decoded, failed, uploaded, decode_rate, mean_age_calls, queue_depth, calls and
+        first_failures (up to 5 ``{"path", "message"}`` of files that failed)."""
+        return self._native.stats()
+
+    @property
+    def num_files(self) -> int:
+        """How many files this rank's share of the sources holds."""
+        return self._native.num_files
+
+    @property
+    def cursor(self) -> Dict[str, int]:
+        """Where the refresh stands: ``{"next_serial", "next_stamp", "calls"}``.
+
+        Setting it moves only the cursor (the content stays); ``load_state_dict``
+        restores both.
+        """
+        return self._native.cursor
+
+    @cursor.setter
+    def cursor(self, value: Mapping[str, int]) -> None:
+        self._native.cursor = dict(value)
+
+    def slot_serials(self) -> List[int]:
+        """The serial (position in the seeded file order) of the image each slot holds."""
+        return list(self._native.slot_serials())
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The cursor's ``next_serial``, ``next_stamp``, ``calls`` and the ``slot_serials``."""
+        state: Dict[str, Any] = dict(self._native.cursor)
+        state["slot_serials"] = self.slot_serials()
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Makes the pool what it was when ``state`` was taken (by a pool with the same
+        options and sources): re-decodes every slot's image, then sets the cursor.
+
+        All or nothing: raises ValueError for a state without the keys of
+        ``state_dict()`` or with a different number of slots, RuntimeError naming the
+        slot and file when an image no longer decodes (the pool is then unchanged).
+        """
+        if not isinstance(state, Mapping):
+            raise TypeError(f"state must be a mapping (from state_dict()), got {type(state).__name__}")
+        missing = [key for key in _STATE_KEYS if key not in state]
+        if missing:
+            raise ValueError(f"state is missing {missing} (expected the keys of "
+                             f"DistractorPool.state_dict(): {', '.join(_STATE_KEYS)})")
+        cursor = {key: int(state[key]) for key in _STATE_KEYS[:3]}
+        self._native.restore(cursor, [int(s) for s in state["slot_serials"]])
+
+    def close(self) -> None:
+        """Stops and joins the decoder threads; idempotent. Later ``refresh`` calls raise."""
+        self._native.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._native.closed
+
+    def __enter__(self) -> "DistractorPool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return repr(self._native)
