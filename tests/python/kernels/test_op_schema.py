@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import obsaug
+from conftest import require_component
 
 ops = obsaug.ops
 S = dict(seed=0, step=0)
@@ -188,7 +189,7 @@ SAME_TEXT = [
 ]
 
 
-@pytest.mark.skipif(not hasattr(obsaug, "Engine"), reason="built without the Engine")
+@require_component("Engine")
 @pytest.mark.parametrize("op,call,text", SAME_TEXT, ids=[t for _, _, t in SAME_TEXT])
 def test_yaml_and_python_fail_with_the_same_range_text(op, call, text):
     key, rest = text.split(" ", 1)
