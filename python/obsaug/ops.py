@@ -236,6 +236,8 @@ def gather_augment(storage: torch.Tensor, indices: torch.Tensor,
 
 
 # --- fake kernels: shapes and dtypes for torch.compile / FakeTensor tracing ---
+# (The dispatcher leaves arguments at their schema defaults out, so the fakes
+# carry the same defaults, read from the op schema.)
 
 @torch.library.register_fake("obsaug::augment")
 def _augment_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bias=0.0):
@@ -268,13 +270,14 @@ def _single_op_fake(obs: torch.Tensor, op: Mapping[str, Any]) -> torch.Tensor:
 
 
 @torch.library.register_fake("obsaug::shift")
-def _shift_fake(obs, seed, step, pad, padding, op_index):
+def _shift_fake(obs, seed, step, pad=_default("shift", "pad"),
+                padding=_default("shift", "padding"), op_index=0):
     return _single_op_fake(obs, {"op": "shift", "pad": pad, "padding": padding,
                                  "index": op_index})
 
 
 @torch.library.register_fake("obsaug::crop")
-def _crop_fake(obs, seed, step, size, center, op_index):
+def _crop_fake(obs, seed, step, size, center=_default("crop", "center"), op_index=0):
     h, w = size[0], size[-1]
     if not (isinstance(h, int) and isinstance(w, int)):  # symbolic: nothing to check
         return obs.new_empty((obs.shape[0], obs.shape[1], h, w))
@@ -283,14 +286,18 @@ def _crop_fake(obs, seed, step, size, center, op_index):
 
 
 @torch.library.register_fake("obsaug::overlay")
-def _overlay_fake(obs, pool, seed, step, alpha, alpha_max, per_frame, op_index):
+def _overlay_fake(obs, pool, seed, step, alpha=_default("overlay", "alpha"),
+                  alpha_max=_default("overlay", "alpha_max"),
+                  per_frame=_default("overlay", "per_frame"), op_index=0):
     _same_device(obs, pool=pool)
     return _single_op_fake(obs, {"op": "overlay", "alpha": alpha, "alpha_max": alpha_max,
                                  "per_frame": per_frame, "index": op_index})
 
 
 @torch.library.register_fake("obsaug::overlay_")
-def _overlay_inplace_fake(obs, pool, seed, step, alpha, alpha_max, per_frame, op_index):
+def _overlay_inplace_fake(obs, pool, seed, step, alpha=_default("overlay", "alpha"),
+                          alpha_max=_default("overlay", "alpha_max"),
+                          per_frame=_default("overlay", "per_frame"), op_index=0):
     _same_device(obs, pool=pool)
     _single_op_fake(obs, {"op": "overlay", "alpha": alpha, "alpha_max": alpha_max,
                           "per_frame": per_frame, "index": op_index})
