@@ -107,7 +107,7 @@ void write_records(CheckpointWriter& w, const Record* records, uint64_t count, T
   }
 }
 
-// The section was checked to fit before (read_body): no per-field checks.
+// The caller checked that the section fits (need): no per-field checks.
 template <typename Record, typename Table>
 void read_records(CheckpointReader& r, Record* records, uint64_t count, Table table) {
   for (uint64_t i = 0; i < count; ++i) {

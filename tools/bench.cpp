@@ -105,7 +105,7 @@ int bench_command(int argc, char** argv) {
   const int64_t samples = args.get_int("samples", 10000000, 1);
   if (args.has("inplace") && args.has("out-of-place"))
     throw UsageError("bench: --inplace and --out-of-place exclude each other");
-  const int64_t replay_capacity = args.get_int("replay", 0, 1);
+  [[maybe_unused]] const int64_t replay_capacity = args.get_int("replay", 0, 1);
 #ifndef OBSAUG_WITH_REPLAY
   if (args.has("replay"))
     throw UsageError("bench: --replay needs the replay library (not built here)");

@@ -39,13 +39,15 @@ class Progress {
     } else {
       int tenth = static_cast<int>(10 * done / total_);
       if (tenth <= last_tenth_) return;
+      const int window_percent = 10 * (tenth - last_tenth_);  // 10 unless a call spans more
       last_tenth_ = tenth;
       double secs = seconds(now);
       const double window = secs - last_secs_;
-      std::fprintf(
-          stderr, "bench: %3d%%  %s samples  %.1f s  %s samples/s (last 10%%: %s/s)  rss %s\n",
-          tenth * 10, si(done).c_str(), secs, si(secs > 0 ? done / secs : 0).c_str(),
-          si(window > 0 ? (done - last_done_) / window : 0).c_str(), mib(resident_bytes()).c_str());
+      std::fprintf(stderr,
+                   "bench: %3d%%  %s samples  %.1f s  %s samples/s (last %d%%: %s/s)  rss %s\n",
+                   tenth * 10, si(done).c_str(), secs, si(secs > 0 ? done / secs : 0).c_str(),
+                   window_percent, si(window > 0 ? (done - last_done_) / window : 0).c_str(),
+                   mib(resident_bytes()).c_str());
       last_secs_ = secs;
       last_done_ = done;
     }

@@ -7,6 +7,8 @@
 #include <cinttypes>
 #include <cstdio>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "replay/engine_augment.h"
 #include "replay/replay_buffer.h"

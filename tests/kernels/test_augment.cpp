@@ -674,9 +674,9 @@ using testing::expect_mentions;
 TEST(AugmentErrors, WrongObsDtype) {
   const at::Tensor obs = at::zeros({2, 3, 8, 8}, at::kLong);
   expect_mentions(error_of<c10::TypeError>([&] { ops::shift(obs, 0, 0); }),
-                  {"obs", "uint8", "float32", "Long", "[2, 3, 8, 8]"});
+                  {"obs", "uint8", "float32", "got int64 [2, 3, 8, 8] on cpu"});
   expect_mentions(error_of<c10::TypeError>([&] { ops::shift(obs.to(at::kDouble), 0, 0); }),
-                  {"uint8 or float32", "Double"});
+                  {"uint8 or float32", "got float64"});
 }
 
 TEST(AugmentErrors, WrongObsDims) {
@@ -713,7 +713,7 @@ TEST(AugmentErrors, BadPool) {
   expect_mentions(error_of<c10::TypeError>([&] {
                     ops::overlay(obs, at::zeros({5, 3, 8, 8}, at::kFloat), 0, 0);
                   }),
-                  {"pool", "uint8", "Float"});
+                  {"pool", "uint8", "got float32"});
   expect_mentions(error_of<c10::ValueError>([&] {
                     ops::overlay(obs, at::zeros({3, 8, 8}, at::kByte), 0, 0);
                   }),

@@ -164,7 +164,7 @@ def test_threads_share_one_engine():
 @pytest.mark.parametrize("obs, exc, message", [
     (obs_batch(2, 8), ValueError, r"8 channels, expected a positive multiple of frames.channels = 3"),
     (obs_batch(2, 9, 84, 84), ValueError, r"must be 40x48 \(frames.height x frames.width\), got 84x84"),
-    (obs_batch(2).long(), TypeError, r"uint8 or float32 \[B, S\*C, H, W\], got Long"),
+    (obs_batch(2).long(), TypeError, r"uint8 or float32 \[B, S\*C, H, W\], got int64"),
     (obs_batch(2)[0], ValueError, r"uint8 or float32 \[B, S\*C, H, W\], got uint8 \[9, 40, 48\]"),
 ])
 def test_wrong_inputs_name_expected_and_got(obs, exc, message):
