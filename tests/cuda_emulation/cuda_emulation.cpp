@@ -43,7 +43,9 @@
 namespace cuda_emu::detail {
 namespace {
 
-constexpr size_t kStackBytes = 256 * 1024;  // per thread, below a guard page
+// Per thread, below a guard page. Small: ASan clears the shadow of the whole
+// target stack on every swapcontext.
+constexpr size_t kStackBytes = 64 * 1024;
 constexpr uint64_t kMaxThreadsPerBlock = 1024;
 
 enum Status : int { kRunnable, kWaiting, kExited };
