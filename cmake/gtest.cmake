@@ -1,4 +1,5 @@
-# obsaug_add_gtest(<name> SOURCES <file>... LIBS <target>... [SOURCE_DIR] [NO_TSAN_DISCOVERY])
+# obsaug_add_gtest(<name> SOURCES <file>... LIBS <target>... [LABELS <label>...]
+#                  [SOURCE_DIR] [NO_TSAN_DISCOVERY])
 # One GoogleTest executable (gtest_main), registered with ctest.
 #   - libstdc++ is linked first: libtorch.so exports its own copies of
 #     std::filesystem::remove_all and a few more (its remove_all crashes on a
@@ -11,10 +12,11 @@
 #   - NO_TSAN_DISCOVERY: under OBSAUG_TSAN the binary is built but not
 #     registered (discovery would run it; scripts/sanitize.sh runs it itself,
 #     without ASLR).
+#   - LABELS: ctest labels of every test of the binary (ctest -L <label>).
 include(GoogleTest)
 
 function(obsaug_add_gtest name)
-  cmake_parse_arguments(ARG "SOURCE_DIR;NO_TSAN_DISCOVERY" "" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(ARG "SOURCE_DIR;NO_TSAN_DISCOVERY" "" "SOURCES;LIBS;LABELS" ${ARGN})
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "obsaug_add_gtest(${name}): SOURCES is empty")
   endif()
@@ -25,6 +27,10 @@ function(obsaug_add_gtest name)
     target_compile_definitions(${name} PRIVATE OBSAUG_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   endif()
   if(NOT (OBSAUG_TSAN AND ARG_NO_TSAN_DISCOVERY))
-    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
+    if(ARG_LABELS)
+      gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
+    else()
+      gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
+    endif()
   endif()
 endfunction()

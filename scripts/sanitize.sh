@@ -6,7 +6,11 @@
 #   tsan   the threaded components under ThreadSanitizer: the distractor pool,
 #          the engine (threads augmenting while the refresh runs) and the
 #          replay tests with the soak (build-tsan/, -DOBSAUG_TSAN=ON)
+#   both also run the CUDA kernels under the CPU emulation of the CUDA
+#   execution model (tests/cuda_emulation/: its fibers are TSan fibers, so a
+#   race between threads of a block is a TSan report)
 # Usage: scripts/sanitize.sh [asan|tsan]...   (default: both)
+# SANITIZE_ONLY=NAME runs only the test binary NAME (e.g. obsaug_cuda_emulation_tests).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -37,6 +41,15 @@ run_tests() {
   return $status
 }
 
+# Keeps only $SANITIZE_ONLY in the array `tests`, when set.
+select_tests() {
+  [ -n "${SANITIZE_ONLY:-}" ] || return 0
+  local t kept=()
+  for t in "${tests[@]}"; do [ "$(basename "$t")" = "$SANITIZE_ONLY" ] && kept+=("$t"); done
+  tests=("${kept[@]}")
+  [ ${#tests[@]} -gt 0 ] || { echo "no $mode test binary is named $SANITIZE_ONLY"; return 1; }
+}
+
 # Torch's OpenMP runtime is not instrumented: one intra-op thread keeps
 # at::parallel_for inline, so the sanitizers see only obsaug's threads.
 export OMP_NUM_THREADS=1
@@ -48,7 +61,9 @@ for mode in "${modes[@]}"; do
       configure build-asan OBSAUG_ASAN || { status=1; continue; }
       tests=(tests/obsaug_tests tests/engine/obsaug_source_tests tests/engine/obsaug_decode_tests
              tests/engine/obsaug_pool_tests tests/engine/obsaug_config_tests
-             tests/engine/obsaug_engine_tests tests/replay/obsaug_replay_tests)
+             tests/engine/obsaug_engine_tests tests/replay/obsaug_replay_tests tests/tools/obsaug_tools_tests
+             tests/cuda_emulation/obsaug_cuda_emulation_tests)
+      select_tests || continue
       ninja -C build-asan $(for t in "${tests[@]}"; do basename "$t"; done) || { status=1; continue; }
       ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:detect_odr_violation=0:${ASAN_OPTIONS:-}" \
       UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}" \
@@ -58,7 +73,9 @@ for mode in "${modes[@]}"; do
       echo "== Threaded components under ThreadSanitizer =="
       configure build-tsan OBSAUG_TSAN || { status=1; continue; }
       tests=(tests/engine/obsaug_pool_tests tests/engine/obsaug_engine_tests
-             tests/replay/obsaug_replay_tests)
+             tests/replay/obsaug_replay_tests
+             tests/cuda_emulation/obsaug_cuda_emulation_tests)
+      select_tests || continue
       ninja -C build-tsan $(for t in "${tests[@]}"; do basename "$t"; done) || { status=1; continue; }
       # TSan's shadow memory needs the classic address layout on kernels with
       # high mmap randomisation ("unexpected memory mapping"): no ASLR if we can.

@@ -1,0 +1,387 @@
+// The CUDA kernel of the fused pipeline (kernels/augment_cuda_kernel.cuh) run
+// under the CPU emulation of the CUDA execution model, against the CPU backend
+// (augment_cpu), bit for bit, under several block and thread orders: dtypes,
+// in place and out of place, float output with scale and bias, both sides of
+// the shared-memory edges, odd sizes and unaligned pointers, batch sizes,
+// every op, pipelines of one to four ops, and the gather path.
+#include "tests/cuda_emulation/cuda_emulation.h"
+// The kernel header after the emulation.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/augment_cpu.h"
+#include "kernels/augment_cuda_kernel.cuh"
+#include "kernels/pipeline_spec.h"
+
+namespace obsaug {
+namespace {
+
+CUDA_EMU_DYNAMIC_SHARED(dynamic_shared);
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;  // fewer and smaller cases (scripts/sanitize.sh)
+#else
+constexpr bool kSanitized = false;
+#endif
+constexpr uint64_t kOrders[] = {cuda_emu::kForward, cuda_emu::kReverse, 0x5eed};
+constexpr uint64_t kSeed = (1ull << 63) + 12345;  // both key words
+constexpr uint64_t kStep = (1ull << 40) + 7;      // both step words
+
+enum class Types { kU8, kU8ToF32, kF32 };
+
+struct Case {
+  Pipeline pipeline;
+  Types types = Types::kU8;
+  int64_t batch = 2;
+  int64_t stack = 2;           // S stacked frames
+  int64_t frame_channels = 3;  // C
+  int32_t height = 20;
+  int32_t width = 24;
+  bool in_place = false;
+  float scale = 1.0f;
+  float bias = 0.0f;
+  int misalign = 0;           // elements by which in and out miss 16-byte alignment
+  int64_t gather_frames = 0;  // > 0: gather from a storage of this many frames
+  int sm_count = 1;           // 64 blocks per SM: small values make blocks stride
+};
+
+// `count` elements starting `misalign` elements past a 16-byte boundary.
+template <typename T>
+struct Buffer {
+  Buffer(size_t count, int misalign) : bytes((count + 4) * sizeof(T) + 32), count(count) {
+    const uintptr_t base = reinterpret_cast<uintptr_t>(bytes.data());
+    data = reinterpret_cast<T*>((base + 15) / 16 * 16 + misalign * sizeof(T));
+  }
+  std::vector<unsigned char> bytes;
+  size_t count;
+  T* data;
+};
+
+// Frame size the pipeline's overlays (if any) see: the pool's image size.
+std::pair<int64_t, int64_t> overlay_frame(const Pipeline& pipeline, int64_t h, int64_t w) {
+  for (const OpSpec& op : pipeline) {
+    if (op.kind == OpKind::kOverlay) break;
+    if (op.kind == OpKind::kCrop) {
+      h = op.crop_h;
+      w = op.crop_w;
+    }
+  }
+  return {h, w};
+}
+
+template <typename T>
+void fill_random(T* data, size_t count, std::mt19937_64& rng) {
+  for (size_t i = 0; i < count; ++i) {
+    if constexpr (std::is_same<T, float>::value) {
+      // Reals in 0..255 with fractions, and some -0.0 (kept as is without an affine).
+      data[i] = i % 97 == 5 ? -0.0f : static_cast<float>(rng() % 25600) / 100.0f + 0.003f;
+    } else {
+      data[i] = static_cast<T>(rng() >> 56);
+    }
+  }
+}
+
+template <typename In, typename Out>
+SharedLayout run_case(const Case& c) {
+  std::mt19937_64 rng(static_cast<uint64_t>(c.height) * 7919 + c.width * 31 + c.batch);
+  const int64_t channels = c.stack * c.frame_channels;
+  const int64_t in_planes =
+      c.gather_frames > 0 ? c.gather_frames * c.frame_channels : c.batch * channels;
+  const size_t in_count = static_cast<size_t>(in_planes) * c.height * c.width;
+
+  FrameGeometry geometry;
+  geometry.height = c.height;
+  geometry.width = c.width;
+  geometry.frame_channels = c.frame_channels;
+  std::vector<uint8_t> pool;
+  if (has_overlay(c.pipeline)) {
+    const auto [ph, pw] = overlay_frame(c.pipeline, c.height, c.width);
+    geometry.pool_size = 7;
+    geometry.pool_h = ph;
+    geometry.pool_w = pw;
+    pool.resize(static_cast<size_t>(7 * c.frame_channels * ph * pw));
+    fill_random(pool.data(), pool.size(), rng);
+  }
+  const PipelineDesc desc = resolve_pipeline(c.pipeline, geometry, kSeed, kStep);
+  const size_t out_count = static_cast<size_t>(c.batch * channels) * desc.out_h * desc.out_w;
+
+  std::vector<int64_t> frame_index;
+  if (c.gather_frames > 0) {
+    // Repeated and unordered: the first two samples take the same frames backwards.
+    for (int64_t i = 0; i < c.batch * c.stack; ++i) {
+      frame_index.push_back(i < 2 * c.stack ? c.gather_frames - 1 - i % c.stack
+                                            : static_cast<int64_t>(rng() % c.gather_frames));
+    }
+  }
+  const int64_t* index = frame_index.empty() ? nullptr : frame_index.data();
+
+  std::vector<In> input(in_count);
+  fill_random(input.data(), in_count, rng);
+  std::vector<Out> expected(out_count);
+  augment_cpu(desc, AugmentBuffers<In, Out>{input.data(), expected.data(),
+                                            pool.empty() ? nullptr : pool.data(), c.batch, channels,
+                                            c.scale, c.bias, index});
+
+  SharedLayout layout{};
+  for (uint64_t order : kOrders) {
+    Buffer<In> in(in_count, c.misalign);
+    std::memcpy(in.data, input.data(), in_count * sizeof(In));
+    Buffer<Out> separate(out_count, c.misalign);
+    std::memset(separate.data, 0xCD, out_count * sizeof(Out));  // unwritten output shows
+    Out* out = separate.data;
+    if constexpr (std::is_same<In, Out>::value) {
+      if (c.in_place) out = in.data;
+    }
+    const AugmentBuffers<In, Out> buf{in.data, out,      pool.empty() ? nullptr : pool.data(),
+                                      c.batch, channels, c.scale,
+                                      c.bias,  index};
+    const AugmentLaunch launch = augment_launch(desc, buf, c.sm_count);
+    layout = launch.layout;
+    if (launch.blocks > 0) {
+      cuda_emu::launch(
+          {dim3(launch.blocks), dim3(kThreads), static_cast<size_t>(launch.layout.total()), order},
+          augment_kernel<In, Out>, desc, buf, launch.layout);
+    }
+    if (std::memcmp(out, expected.data(), out_count * sizeof(Out)) != 0) {
+      size_t i = 0;
+      while (std::memcmp(out + i, expected.data() + i, sizeof(Out)) == 0) ++i;
+      size_t differ = 0;
+      for (size_t j = 0; j < out_count; ++j) {
+        differ += std::memcmp(out + j, expected.data() + j, sizeof(Out)) != 0;
+      }
+      ADD_FAILURE() << "order " << order << ": " << differ << " of " << out_count
+                    << " outputs differ from the CPU backend; first at " << i << " (plane "
+                    << i / (static_cast<size_t>(desc.out_h) * desc.out_w) << "): emulated "
+                    << +out[i] << ", cpu " << +expected[i] << " (layout: traces "
+                    << layout.traces_bytes << " B, staged " << layout.stage_bytes << " B, blocks "
+                    << launch.blocks << ")";
+      break;
+    }
+  }
+  return layout;
+}
+
+SharedLayout run(const Case& c) {
+  switch (c.types) {
+    case Types::kU8:
+      return run_case<uint8_t, uint8_t>(c);
+    case Types::kU8ToF32:
+      return run_case<uint8_t, float>(c);
+    case Types::kF32:
+    default:
+      return run_case<float, float>(c);
+  }
+}
+
+Case make(Pipeline pipeline, Types types = Types::kU8) {
+  Case c;
+  c.pipeline = std::move(pipeline);
+  c.types = types;
+  return c;
+}
+
+const char* name_of(Types t) {
+  return t == Types::kU8 ? "uint8" : (t == Types::kF32 ? "float32" : "uint8->float32");
+}
+
+TEST(AugmentKernelEmulated, Uint8AndFloat32Input) {
+  for (Types t : {Types::kU8, Types::kF32}) {
+    SCOPED_TRACE(name_of(t));
+    Case c = make({OpSpec::shift(4), OpSpec::overlay(0.3, 0.8)}, t);
+    c.height = 33;
+    c.width = 47;
+    run(c);
+  }
+}
+
+TEST(AugmentKernelEmulated, InPlaceAndOutOfPlace) {
+  for (Types t : {Types::kU8, Types::kF32}) {
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(std::string(name_of(t)) + (in_place ? " in place" : " out of place"));
+      Case c = make({OpSpec::overlay(0.25, 1.0, true), OpSpec::shift(6, "zeros")}, t);
+      c.height = 84;
+      c.width = 84;
+      c.stack = 3;
+      c.in_place = in_place;
+      run(c);
+    }
+  }
+}
+
+TEST(AugmentKernelEmulated, FloatOutputWithScaleAndBias) {
+  Case c = make({OpSpec::shift(4), OpSpec::overlay(0.5)}, Types::kU8ToF32);
+  c.scale = 1.0f / 255.0f;
+  c.bias = -0.5f;
+  run(c);
+  c = make({OpSpec::crop(13, 17)}, Types::kU8ToF32);
+  c.scale = 2.0f;
+  c.bias = 0.25f;
+  run(c);
+  c = make({OpSpec::overlay(0.7), OpSpec::shift(3)}, Types::kF32);
+  c.scale = 0.5f;
+  c.bias = -3.0f;
+  run(c);
+}
+
+// kCudaSharedBytes (48128) is the dynamic shared memory a block takes; a
+// plane is staged when it fits beside the traces, in place also without them.
+TEST(AugmentKernelEmulated, BothSidesOfTheSharedMemoryEdge) {
+  ASSERT_EQ(kCudaSharedBytes, 48128);
+  Case c = make({OpSpec::shift(5), OpSpec::overlay(0.4)});
+  c.batch = 1;
+  c.stack = 2;
+  c.frame_channels = 1;
+  c.height = 256;  // traces (256 + 128) * 40 = 15360 B + plane 32768 B = 48128 B
+  c.width = 128;
+  SharedLayout layout = run(c);
+  EXPECT_EQ(layout.traces_bytes, 15360);
+  EXPECT_EQ(layout.stage_bytes, 32768);
+  c.height = 257;  // one row more: the traces only
+  layout = run(c);
+  EXPECT_EQ(layout.traces_bytes, 15408);  // (257 + 128) * 40 rounded up to 16
+  EXPECT_EQ(layout.stage_bytes, 0);
+
+  c.in_place = true;  // in place the plane alone: 188 x 256 = 48128 B
+  c.height = 188;
+  c.width = 256;
+  layout = run(c);
+  EXPECT_EQ(layout.traces_bytes, 0);
+  EXPECT_EQ(layout.stage_bytes, 48128);
+  c.types = Types::kF32;  // float32: 94 x 128 x 4 = 48128 B
+  c.height = 94;
+  c.width = 128;
+  layout = run(c);
+  EXPECT_EQ(layout.stage_bytes, 48128);
+  // One row more cannot be staged: the tensor layer augments from a copy
+  // instead of launching in place (cuda_can_stage is false).
+  EXPECT_EQ(shared_layout(PipelineDesc{}, 95 * 128 * 4, /*in_place=*/true).stage_bytes, 0);
+  EXPECT_EQ(shared_layout(PipelineDesc{}, 189 * 256, /*in_place=*/true).stage_bytes, 0);
+}
+
+TEST(AugmentKernelEmulated, TracesInSharedMemoryAndPerPixel) {
+  Case c = make({OpSpec::shift(2, "zeros"), OpSpec::overlay(0.6), OpSpec::crop(3, 1201)});
+  c.batch = 1;
+  c.height = 3;
+  c.width = 1250;  // (3 + 1201) * 40 > 48128: every thread traces its own pixels
+  c.frame_channels = 1;
+  SharedLayout layout = run(c);
+  EXPECT_EQ(layout.traces_bytes, 0);
+  EXPECT_EQ(layout.stage_bytes, 0);
+  c.pipeline = {OpSpec::shift(2, "zeros"), OpSpec::overlay(0.6), OpSpec::crop(3, 1200)};
+  layout = run(c);  // (3 + 1200) * 40 rounded up to 16 is the whole 48128
+  EXPECT_EQ(layout.traces_bytes, 48128);
+  EXPECT_EQ(layout.stage_bytes, 0);
+  c.height = 40;
+  c.width = 40;
+  c.pipeline = {OpSpec::shift(2, "zeros"), OpSpec::overlay(0.6), OpSpec::crop(30, 31)};
+  layout = run(c);
+  EXPECT_EQ(layout.traces_bytes, 2448);
+  EXPECT_EQ(layout.stage_bytes, 1600);
+}
+
+TEST(AugmentKernelEmulated, OddSizesAndUnalignedPointers) {
+  const int32_t sizes[][2] = {{1, 1}, {1, 257}, {255, 3}, {96, 96}};
+  for (const auto& size : sizes) {
+    for (int misalign : {1, 0}) {
+      if (kSanitized && misalign == 0) continue;
+      for (Types t : {Types::kU8, Types::kF32, Types::kU8ToF32}) {
+        for (bool in_place : {false, true}) {
+          if (in_place && t == Types::kU8ToF32) continue;
+          std::ostringstream trace;
+          trace << size[0] << "x" << size[1] << " misaligned by " << misalign << " " << name_of(t)
+                << (in_place ? " in place" : "");
+          SCOPED_TRACE(trace.str());
+          Case c = make({OpSpec::shift(2), OpSpec::overlay(0.4, 0.9)}, t);
+          c.height = size[0];
+          c.width = size[1];
+          c.batch = 1;
+          c.stack = 1;
+          c.frame_channels = 3;
+          c.misalign = misalign;
+          c.in_place = in_place;
+          if (t == Types::kU8ToF32) c.scale = 1.0f / 255.0f;
+          run(c);
+        }
+      }
+    }
+  }
+}
+
+TEST(AugmentKernelEmulated, BatchSizesFromOneTo300) {
+  for (int64_t batch : {1, 2, 7, kSanitized ? 100 : 300}) {
+    SCOPED_TRACE("B = " + std::to_string(batch));
+    Case c = make({OpSpec::shift(1), OpSpec::overlay(0.5, 0.75, true)});
+    c.batch = batch;
+    c.stack = 1;
+    c.frame_channels = 1;
+    c.height = 6;
+    c.width = 9;
+    c.sm_count = batch == 7 ? 132 : 1;  // one block per plane, or blocks striding over planes
+    run(c);
+  }
+}
+
+TEST(AugmentKernelEmulated, EveryOp) {
+  const Pipeline ops[] = {
+      {OpSpec::shift(4)},
+      {OpSpec::shift(9, "zeros")},
+      {OpSpec::crop(13, 17)},
+      {OpSpec::crop(13, 17, /*center=*/true)},
+      {OpSpec::overlay(0.5)},
+      {OpSpec::overlay(0.3, 0.8)},
+      {OpSpec::overlay(0.25, 1.0, /*per_frame=*/true)},
+      {OpSpec::overlay(0.0), OpSpec::overlay(1.0)},
+  };
+  for (Types t : {Types::kU8, Types::kF32}) {
+    for (const Pipeline& pipeline : ops) {
+      SCOPED_TRACE(std::string(name_of(t)) + " " + format_pipeline(pipeline));
+      Case c = make(pipeline, t);
+      c.batch = 1;
+      run(c);
+    }
+  }
+}
+
+TEST(AugmentKernelEmulated, PipelinesOfOneToFourOps) {
+  const Pipeline pipelines[] = {
+      {OpSpec::overlay(0.4)},
+      {OpSpec::overlay(0.4), OpSpec::shift(4)},
+      {OpSpec::shift(2, "zeros"), OpSpec::crop(15, 19),
+       OpSpec::overlay(0.6, 0.9, /*per_frame=*/true)},
+      {OpSpec::overlay(0.2, 0.5), OpSpec::shift(3, "zeros"), OpSpec::crop(16, 16),
+       OpSpec::shift(5).at_index(9)},
+  };
+  for (Types t : {Types::kU8, Types::kF32, Types::kU8ToF32}) {
+    for (const Pipeline& pipeline : pipelines) {
+      SCOPED_TRACE(std::string(name_of(t)) + " " + format_pipeline(pipeline));
+      Case c = make(pipeline, t);
+      c.batch = 1;
+      c.stack = 3;
+      run(c);
+    }
+  }
+}
+
+TEST(AugmentKernelEmulated, GatherWithRepeatedAndUnorderedIndices) {
+  for (Types t : {Types::kU8, Types::kF32, Types::kU8ToF32}) {
+    for (int64_t frame_channels : {1, 3}) {
+      SCOPED_TRACE(std::string(name_of(t)) + " C = " + std::to_string(frame_channels));
+      Case c = make({OpSpec::shift(3), OpSpec::overlay(0.3, 0.9, /*per_frame=*/true)}, t);
+      c.batch = 4;
+      c.stack = 3;
+      c.frame_channels = frame_channels;
+      c.gather_frames = 5;
+      run(c);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace obsaug
