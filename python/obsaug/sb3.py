@@ -9,7 +9,7 @@
     env = VecFrameStack(make_vec_env(...), n_stack=3)      # pixel observations
     model = SAC("CnnPolicy", env, buffer_size=100_000,
                 replay_buffer_class=obsaug.sb3.ReplayBuffer,
-                replay_buffer_kwargs={"augment": "drq_shift"})   # an Engine config or Engine
+                replay_buffer_kwargs={"augment": "configs/drq_shift.yaml"})  # config or Engine
 
 Works with SAC, TD3, DDPG and DQN (any off-policy algorithm that calls
 ``add(obs, next_obs, action, reward, done, infos)`` and ``sample(batch_size, env)``).

@@ -6,7 +6,7 @@
     from obsaug.torchrl import Augment
 
     rb = ReplayBuffer(storage=LazyTensorStorage(100_000), batch_size=256,
-                      transform=Augment(obsaug.Engine("drq_shift")))
+                      transform=Augment(obsaug.Engine("configs/drq_shift.yaml")))
     # or rb.append_transform(Augment(engine)), e.g. after the transform of
     # CatFrames.make_rb_transform_and_sampler (CatFrames(dim=-3)) rebuilt the stacks
 
