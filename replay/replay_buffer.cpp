@@ -30,7 +30,8 @@ namespace obsaug {
 namespace {
 
 constexpr int kUniformAttempts = 64;
-constexpr uint32_t kReplayTag = 0x8000;  // counter word 3: 0x8000 | attempt
+constexpr int64_t kMaxBatch = int64_t{1} << 32;  // draws per sample call (Philox b word)
+constexpr uint32_t kReplayTag = 0x8000;          // counter word 3: 0x8000 | attempt
 // Host bytes per slot besides the action: EpisodeRing's Slot (24) and
 // validity flag, and the batch-building scratch.
 constexpr int64_t kHostBytesPerSlot = 32;
@@ -489,15 +490,16 @@ ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
   Impl& d = *impl_;
   const int64_t valid = d.ring.num_valid();
   if (batch < 1) bad("sample", "batch size must be >= 1, got " + std::to_string(batch));
-  if (batch > valid) {
-    std::string why;
-    if (valid == 0) {
-      why = std::string(" (none yet: ") + std::to_string(d.ring.size()) +
-            " frames stored, and a transition needs its next frame" +
-            (d.o.n_step > 1 ? " and n_step frames of future or an episode end" : "") + ")";
-    }
-    bad("sample", "batch size " + std::to_string(batch) + " exceeds the " + std::to_string(valid) +
-                      " valid transitions stored" + why);
+  if (valid == 0) {  // sampling is with replacement: any batch size once one is valid
+    bad("sample", "cannot sample " + std::to_string(batch) +
+                      " transitions: 0 valid transitions stored (" + std::to_string(d.ring.size()) +
+                      " frames stored, and a transition needs its next frame" +
+                      (d.o.n_step > 1 ? " and n_step frames of future or an episode end" : "") +
+                      ")");
+  }
+  if (batch > kMaxBatch) {  // the batch index is the Philox counter's 32-bit b word
+    bad("sample", "batch size " + std::to_string(batch) + " exceeds " + std::to_string(kMaxBatch) +
+                      ", the most draws one call can make");
   }
   const double b_exp = beta.value_or(d.o.beta);
   if (!(b_exp >= 0.0 && std::isfinite(b_exp))) {

@@ -37,3 +37,12 @@ if hasattr(_C, "ReplayBuffer"):
 
     ReplayBuffer.__module__ = "obsaug"
     __all__.append("ReplayBuffer")
+
+
+def __getattr__(name: str):
+    """``obsaug.torchrl`` and ``obsaug.sb3`` load (and import their framework) on first
+    use, so ``import obsaug`` imports neither torchrl nor stable_baselines3."""
+    if name in ("torchrl", "sb3"):
+        import importlib
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'obsaug' has no attribute {name!r}")

@@ -1,8 +1,9 @@
 """obsaug.Engine: the configured pipeline, distractor pool and step counter.
 
-``Engine(config)`` takes a YAML path (``str`` or ``os.PathLike``) or a dict
-with the same schema (DESIGN.md section 6; the dict is sent as JSON, which
-is YAML, through the same strict loader, so errors name the key's path).
+``Engine(config)`` takes a YAML path (``str`` or ``os.PathLike``) or a
+mapping (a dict, or a Hydra/OmegaConf DictConfig) with the same schema
+(DESIGN.md section 6; the mapping is sent as JSON, which is YAML, through the
+same strict loader, so errors name the key's path).
 Relative ``pool.sources`` in a dict resolve against the working directory,
 then against ``base_dir`` when given.
 
@@ -23,13 +24,23 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import torch
 
 from . import _C
 
 __all__ = ["Engine"]
+
+
+def _plain(value: Any) -> Any:
+    """Nested Mappings and Sequences (a Hydra/OmegaConf DictConfig / ListConfig, with its
+    interpolations resolved on access) as dicts and lists, for json."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return [_plain(item) for item in value]
+    return value
 
 
 class Engine:
@@ -46,7 +57,7 @@ class Engine:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank must be in [0, world_size) = [0, {world_size}), got {rank}")
         if isinstance(config, Mapping):
-            text = json.dumps(dict(config))
+            text = json.dumps(_plain(config))
             self._native = _C.Engine.from_string(
                 text, "<dict>", os.fspath(base_dir) if base_dir is not None else "",
                 rank, world_size)
@@ -54,7 +65,7 @@ class Engine:
             self._native = _C.Engine.from_file(os.fspath(config), rank, world_size)
         else:
             raise TypeError("config must be a path to a YAML file (str or os.PathLike) or a "
-                            f"dict, got {type(config).__name__}")
+                            f"mapping (dict, DictConfig), got {type(config).__name__}")
 
     @classmethod
     def from_torch_distributed(cls, config: Union[str, "os.PathLike[str]", Mapping[str, Any]],

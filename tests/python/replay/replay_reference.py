@@ -191,10 +191,9 @@ class ReferenceReplay:
     # ---------------------------------------------------------------- sampling
 
     def _check_sample(self, batch_size: int, valid: List[int]) -> None:
+        # with replacement: any batch size once one transition is valid
         if not valid:
             raise ValueError(f"cannot sample {batch_size}: no valid transition (0 valid)")
-        if batch_size > len(valid):
-            raise ValueError(f"batch size {batch_size} > {len(valid)} valid transitions")
 
     def sample_slots_uniform(self, batch_size: int) -> List[int]:
         valid = self.valid_slots()

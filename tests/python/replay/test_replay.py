@@ -232,9 +232,8 @@ def compare_sample(rb, ref, batch_size, what):
         with pytest.raises(ValueError):
             rb.sample(1)
         return None
-    b = min(batch_size, ref.num_valid)
-    want = ref.sample(b)
-    got = rb.sample(b)
+    want = ref.sample(batch_size)                 # B > num_valid too: with replacement
+    got = rb.sample(batch_size)
     assert_matches(got, want, ref.frame_shape[0], what)
     return got
 
@@ -1052,8 +1051,8 @@ BAD_CALLS = {  # name: (call, the one exception type, a regex the message must m
     "priority_length_mismatch": (lambda rb: rb.update_priorities(torch.tensor([1, 2, 3]),
                                                                  torch.tensor([5.0, 5.0])),
                                  ValueError, r"priorities must be a real tensor \[K\] with K = 3"),
-    "sample_too_many": (lambda rb: rb.sample(10),
-                        ValueError, r"batch size 10 exceeds the 9 valid transitions"),
+    "sample_past_the_draw_limit": (lambda rb: rb.sample(2**32 + 1),
+                                   ValueError, r"4294967297.*4294967296"),
 }
 
 
@@ -1100,6 +1099,48 @@ def test_add_after_episode_end_needs_add_first():
     for x in (rb, twin):
         x.add_first(tagged(12))
     assert_unchanged(rb, twin)
+
+
+def test_batches_larger_than_the_valid_transitions_sample_with_replacement():
+    """As SB3 and TorchRL: B > num_valid draws with replacement, uniformly over the valid
+    transitions (chi-square), and equals the reference; 9 valid, batches of 10."""
+    both = Both(*make_pair(capacity=16))
+    both.add_first(tagged(0))
+    for t in range(1, 10):
+        both.add(torch.tensor([t, -t], dtype=torch.float32), f32(t / 4), tagged(t))
+    rb, ref = both.rb, both.ref
+    assert rb.num_valid == ref.num_valid == 9
+    assert_matches(rb.sample(10), ref.sample(10), 3, "B = 10 > 9 valid")
+    counts = np.zeros(16)
+    for _ in range(40):
+        np.add.at(counts, rb.sample(250)["indices"].numpy(), 1)
+    valid = sorted(ref.valid_slots())
+    draws = counts.sum()
+    assert counts[valid].sum() == draws, "an invalid slot was drawn"
+    stat = chi_square(counts[valid], np.full(len(valid), draws / len(valid)))
+    assert stat < wilson_hilferty(len(valid) - 1), f"chi-square {stat:.1f} with 8 dof"
+    # and it can fail: the same counts against a skewed expectation are far off
+    skew = np.arange(1, len(valid) + 1, dtype=np.float64)
+    assert chi_square(counts[valid], skew / skew.sum() * draws) > 3 * wilson_hilferty(8)
+
+
+def test_prioritized_batches_larger_than_the_valid_transitions():
+    """Prioritized B > num_valid: stratified draws still follow q = p^alpha (chi-square)."""
+    alpha = 0.7
+    rb = make_rb(capacity=16, frame_shape=(1, 3, 3), frame_stack=1, prioritized=True,
+                 alpha=alpha, seed=5)
+    one_episode(rb, 8)
+    assert rb.num_valid == 7
+    p = torch.tensor([0.5, 1.0, 2.0, 3.0, 0.25, 1.5, 4.0])
+    rb.update_priorities(torch.arange(7), p)
+    q = p.double() ** alpha
+    counts = np.zeros(16)
+    for _ in range(20):
+        np.add.at(counts, rb.sample(500)["indices"].numpy(), 1)
+    assert counts[7:].sum() == 0, "an invalid slot was drawn"
+    stat = chi_square(counts[:7], (q / q.sum()).numpy() * counts.sum())
+    assert stat < wilson_hilferty(6), f"chi-square {stat:.1f} with 6 dof"
+    assert chi_square(counts[:7], np.full(7, counts.sum() / 7)) > 3 * wilson_hilferty(6)
 
 
 def test_sampling_an_empty_buffer_names_both_numbers():

@@ -8,11 +8,7 @@ import textwrap
 
 import pytest
 
-from conftest import require_component
-
-ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
-                                     os.pardir))
-PHOTOS = os.path.join(ROOT, "data", "photos")
+from conftest import PHOTOS, PYDIR, needs_engine
 
 CHILD = textwrap.dedent("""
     import atexit, sys
@@ -35,11 +31,10 @@ CHILD = textwrap.dedent("""
 """)
 
 
-@require_component("Engine")
-@pytest.mark.skipif(not os.path.isdir(PHOTOS), reason="data/photos absent")
+@needs_engine
 def test_builtin_engines_are_closed_at_exit(tmp_path):
     script = tmp_path / "child.py"
-    script.write_text(f"PYDIR = {os.path.join(ROOT, 'python')!r}\n" + CHILD)
+    script.write_text(f"PYDIR = {PYDIR!r}\n" + CHILD)
     env = dict(os.environ, OBSAUG_POOL_SIZE="8", OBSAUG_PHOTOS=os.path.abspath(PHOTOS))
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=120, env=env, cwd=str(tmp_path))

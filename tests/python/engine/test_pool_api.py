@@ -9,16 +9,9 @@ import pytest
 import torch
 
 import obsaug
-from conftest import require_component
+from conftest import PHOTOS, needs_pool
 
-PHOTOS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir,
-                      "data", "photos")
-
-pytestmark = [
-    require_component("DistractorPool"),
-    pytest.mark.skipif(not os.path.isdir(PHOTOS),
-                       reason="data/photos absent (run scripts/fetch_photos.sh)"),
-]
+pytestmark = needs_pool
 
 
 def make_pool(sources=PHOTOS, **kwargs):

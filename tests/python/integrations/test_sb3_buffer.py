@@ -1,0 +1,173 @@
+"""obsaug.sb3.ReplayBuffer as SB3's replay_buffer_class.
+
+SAC ("CnnPolicy") and DQN learn a few hundred steps on the numpy-drawn pixel
+CartPole through VecFrameStack(3) + VecTransposeImage; the buffer's samples
+equal an ``obsaug.ReplayBuffer`` fed the same frames with the same seed and
+engine; timeouts bootstrap (or not, as SB3's flag says); a wrong frame layout
+is caught at ``add``.
+"""
+import numpy as np
+import pytest
+import torch
+
+import obsaug
+from integration_helpers import needs_engine, shift_config
+
+sb3 = pytest.importorskip("stable_baselines3")
+from gymnasium import spaces  # noqa: E402
+from pixel_envs import CartPolePixels  # noqa: E402
+from stable_baselines3 import DQN, SAC  # noqa: E402
+from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
+from stable_baselines3.common.vec_env import VecFrameStack  # noqa: E402
+
+from obsaug.sb3 import ReplayBuffer  # noqa: E402
+
+pytestmark = needs_engine
+SIZE = 40  # the smallest comfortable size for SB3's NatureCNN (>= 36): quick on CPU
+
+
+def pixel_env(continuous, n_envs=1, max_steps=40):
+    env = make_vec_env(CartPolePixels, n_envs=n_envs, seed=0,
+                       env_kwargs={"size": SIZE, "continuous": continuous,
+                                   "max_steps": max_steps})
+    return VecFrameStack(env, n_stack=3)
+
+
+def params(model):
+    return torch.cat([p.detach().flatten().clone() for p in model.policy.parameters()])
+
+
+@pytest.mark.parametrize("algo", ["SAC", "DQN"])
+def test_learns_through_the_adapter_on_pixels(algo):
+    env = pixel_env(continuous=algo == "SAC")
+    kw = dict(buffer_size=300, learning_starts=64, batch_size=8, seed=0, verbose=0,
+              replay_buffer_class=ReplayBuffer,
+              replay_buffer_kwargs={"augment": shift_config(size=SIZE)})
+    if algo == "SAC":
+        model = SAC("CnnPolicy", env, train_freq=4, gradient_steps=1,
+                    policy_kwargs={"features_extractor_kwargs": {"features_dim": 32}}, **kw)
+    else:
+        model = DQN("CnnPolicy", env, train_freq=4, target_update_interval=50,
+                    policy_kwargs={"features_extractor_kwargs": {"features_dim": 32}}, **kw)
+    rb = model.replay_buffer
+    assert isinstance(rb, ReplayBuffer)
+    assert (rb.frame_stack, rb.frame_channels) == (3, 3)      # 9 channels read from the space
+    assert model.observation_space.shape == (9, SIZE, SIZE)   # VecTransposeImage: channel first
+    before = params(model)
+    model.learn(total_timesteps=200)
+    assert model._n_updates >= 30
+    assert not torch.equal(before, params(model)), "the policy did not change"
+    assert rb.engine.step == 2 * model._n_updates            # obs and next_obs per update
+    assert rb.replay.total_frames > 200                       # one first frame per episode too
+    batch = rb.sample(8)
+    assert batch.observations.shape == (8, 9, SIZE, SIZE)
+    assert batch.observations.dtype == torch.uint8            # SB3 divides by 255 itself
+    assert batch.dones.shape == batch.rewards.shape == (8, 1)
+    assert batch.actions.shape == (8, 1)
+
+
+def frames_stream(steps=60, seed=3):
+    """VecFrameStack-like observations of one env ([9, H, W]; zero padding at starts) with
+    the newest frames, rewards, dones and time-limit flags, ending episodes now and then."""
+    g = np.random.default_rng(seed)
+    stack = np.zeros((9, 16, 16), np.uint8)
+    frame = g.integers(0, 256, (3, 16, 16), dtype=np.uint8)
+    stack[-3:] = frame
+    out = []
+    for t in range(steps):
+        nxt_frame = g.integers(0, 256, (3, 16, 16), dtype=np.uint8)
+        nxt = np.concatenate([stack[3:], nxt_frame])
+        done, timeout = t % 17 == 16, t % 17 == 16 and t % 2 == 0
+        out.append((stack, nxt, np.array([[g.standard_normal()]], np.float32),
+                    np.array([float(t)]), np.array([done]),
+                    [{"TimeLimit.truncated": timeout}]))
+        if done:
+            stack = np.zeros((9, 16, 16), np.uint8)
+            stack[-3:] = g.integers(0, 256, (3, 16, 16), dtype=np.uint8)
+        else:
+            stack = nxt
+    return out
+
+
+def small_buffer(**kw):
+    space = spaces.Box(0, 255, (9, 16, 16), np.uint8)
+    action = spaces.Box(-1, 1, (1,), np.float32)
+    return ReplayBuffer(100, space, action, device="cpu", seed=kw.pop("seed", 5), **kw)
+
+
+def test_samples_equal_obsaug_replay_buffer_with_the_same_seed():
+    rb = small_buffer(augment=shift_config(size=16, pad=2), n_steps=3, gamma=0.9)
+    plain = obsaug.ReplayBuffer(100, (3, 16, 16), 3, (1,), n_step=3, gamma=0.9, seed=5)
+    eng = obsaug.Engine(shift_config(size=16, pad=2))
+    start = True
+    for obs, nxt, action, reward, done, infos in frames_stream():
+        rb.add(obs[None], nxt[None], action, reward, done, infos)
+        if start:
+            plain.add_first(torch.from_numpy(obs[-3:]))
+        timeout = infos[0]["TimeLimit.truncated"]
+        plain.add(torch.from_numpy(action[0]), float(reward[0]), torch.from_numpy(nxt[-3:]),
+                  terminated=bool(done[0]) and not timeout, truncated=bool(done[0]) and timeout)
+        start = bool(done[0])
+    assert rb.size() == plain.num_valid
+    for call in range(3):
+        got, want = rb.sample(32), plain.sample(32, augment=eng)
+        assert torch.equal(got.observations, want["obs"]), f"call {call}"
+        assert torch.equal(got.next_observations, want["next_obs"])
+        assert torch.equal(got.actions, want["action"])
+        assert torch.equal(got.rewards[:, 0], want["reward"])
+        assert torch.equal(got.dones[:, 0], (want["discount"] == 0).float())
+        terminal = want["discount"] == 0
+        assert torch.equal(got.discounts[~terminal, 0], want["discount"][~terminal])
+
+
+@pytest.mark.parametrize("handle", [True, False], ids=["bootstrap", "terminal"])
+def test_time_limits_bootstrap_when_handled(handle):
+    rb = small_buffer(handle_timeout_termination=handle)
+    stream = frames_stream(17)                   # one episode, ended by a time limit (t = 16)
+    assert stream[-1][4][0] and stream[-1][5][0]["TimeLimit.truncated"]
+    for item in stream:
+        rb.add(*item)
+    batch = rb.sample(400)
+    last = batch.rewards[:, 0] == 16.0           # the transition into the time-limited frame
+    assert last.any()
+    assert torch.all(batch.dones[last] == (0.0 if handle else 1.0))
+    assert torch.all(batch.dones[~last] == 0.0)
+
+
+def test_a_wrong_frame_layout_is_caught_at_add():
+    rb = small_buffer(frame_stack=9)             # 9 grayscale frames: next_obs is not shifted by 1
+    obs, nxt, action, reward, done, infos = frames_stream(1)[0]
+    with pytest.raises(ValueError, match=r"not 9 stacked frames of 1.*frame_stack="):
+        rb.add(obs[None], nxt[None], action, reward, done, infos)
+    with pytest.raises(ValueError, match="frame_stack must divide the observation's 9"):
+        small_buffer(frame_stack=4)
+    with pytest.raises(ValueError, match="uint8 image Box"):
+        ReplayBuffer(10, spaces.Box(0, 1, (4,), np.float32), spaces.Discrete(2))
+    with pytest.raises(TypeError, match="augment must be None, an obsaug.Engine"):
+        small_buffer(augment=3)
+
+
+def test_memory_is_reported_and_a_fraction_of_sb3s():
+    rb = small_buffer()
+    m = rb.memory_bytes
+    assert m["frames"] == 100 * 3 * 16 * 16 == rb.replay.storage.nbytes
+    assert m["sb3_total"] > 5 * m["frames"]
+    assert "SB3's ReplayBuffer would take" in rb.memory_report(16, 16)
+
+
+def test_pickles_for_save_replay_buffer(tmp_path):
+    rb = small_buffer(augment=shift_config(size=16, pad=2))
+    for item in frames_stream(30):
+        rb.add(*item)
+    rb.sample(4)
+    path = tmp_path / "rb.pkl"
+    from stable_baselines3.common.save_util import load_from_pkl, save_to_pkl
+    save_to_pkl(path, rb)
+    back = load_from_pkl(path)
+    assert back.engine.step == rb.engine.step == 2
+    a, b = rb.sample(16), back.sample(16)
+    assert torch.equal(a.observations, b.observations)
+    assert torch.equal(a.next_observations, b.next_observations)
+    with pytest.raises(TypeError, match="pass the engine's config"):
+        save_to_pkl(tmp_path / "x.pkl", small_buffer(augment=obsaug.Engine(
+            shift_config(size=16, pad=2))))
