@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Decode benchmark (issue 3): distractor decode+crop+resize images/s per thread,
+"""Decode benchmark: distractor decode+crop+resize images/s per thread,
 obsaug (TurboJPEG with and without DCT-domain scaling) against Pillow +
 torchvision, on the same files in the same run.
 
@@ -311,7 +311,7 @@ def main():
         ratio_wall = med(results_wall, name, "obsaug DCT") / med(results_wall, name, "Pillow+tv")
         verdicts.append(f"{name} {ratio:.2f}x {'met' if ratio >= 2.0 else 'NOT met'} "
                         f"(wall clock {ratio_wall:.2f}x)")
-    print("target (issue 3): obsaug with DCT scaling >= 2x Pillow + torchvision per thread on "
+    print("target: obsaug with DCT scaling >= 2x Pillow + torchvision per thread on "
           "256x256-or-larger JPEGs, by CPU time: " + "; ".join(verdicts))
     if args.json:
         harness.write_json(args.json, {

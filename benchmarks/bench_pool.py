@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Distractor pool benchmark (issue 3): augment-call latency with the
+"""Distractor pool benchmark: augment-call latency with the
 background refresh at full speed versus stopped, in the same run.
 
 Each round builds an async obsaug.DistractorPool (--pool images of the frame

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# libFuzzer runs (issue 7): builds the fuzz targets with clang into
+# libFuzzer runs: builds the fuzz targets with clang into
 # build-fuzz/ (-DOBSAUG_FUZZ=ON: ASan + UBSan + libFuzzer, no CUDA), makes
 # the seed corpora from the project's own data, replays every saved
 # regression input (tests/fuzz/regressions/<target>/), then fuzzes each

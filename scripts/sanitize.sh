@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sanitizer runs of the C++ tests (issue 7), each in its own build tree with
+# Sanitizer runs of the C++ tests, each in its own build tree with
 # its own package folder (the development build is left alone), no CUDA:
 #   asan   every C++ test binary under AddressSanitizer + UndefinedBehaviorSanitizer
 #          (build-asan/, -DOBSAUG_ASAN=ON)

@@ -1,4 +1,4 @@
-"""Soak run (issue 7): augmentation and replay sampling from two threads while
+"""Soak run: augmentation and replay sampling from two threads while
 the distractor pool refreshes at full speed, checking what a long RL run needs.
 
 Thread A augments [256, 9, 84, 84] uint8 batches through the engine; thread B

@@ -1,4 +1,4 @@
-// Hostile inputs to the tensor op API (issue 7 item 4): every call below must
+// Hostile inputs to the tensor op API: every call below must
 // either throw a c10 error whose message names the problem, or return the
 // exact result (the per-pixel reference, or the same call on .contiguous()).
 // This binary runs under AddressSanitizer + UBSan (scripts/sanitize.sh), so

@@ -1,4 +1,4 @@
-"""Fault injection (issue 7 item 3): the distractor pool's async refresher while
+"""Fault injection: the distractor pool's async refresher while
 its files are truncated, overwritten with garbage, swapped for other photos,
 deleted, or its whole source directory disappears; and replay checkpoints
 whose save fails (parent path is a file, disk full via RLIMIT_FSIZE) or whose
