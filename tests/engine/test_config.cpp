@@ -99,8 +99,8 @@ TEST(ConfigDefaults, OpDefaults) {
   ASSERT_EQ(c.pipeline.size(), 2u);
   EXPECT_EQ(c.pipeline[0].get_int("pad"), 4);
   EXPECT_EQ(c.pipeline[0].get_choice("padding"), "replicate");
-  EXPECT_FALSE(c.pipeline[0].index.has_value());
-  EXPECT_FALSE(c.pipeline[1].center);
+  EXPECT_FALSE(c.pipeline[0].index().has_value());
+  EXPECT_FALSE(c.pipeline[1].get_bool("center"));
 }
 
 // ---------------------------------------------------------------- mistakes
@@ -469,7 +469,7 @@ TEST(ConfigPresets, RadCrop) {
   ASSERT_EQ(c.pipeline.size(), 1u);
   EXPECT_EQ(c.pipeline[0].kind(), OpKind::kCrop);
   EXPECT_EQ(c.pipeline[0].get_size("size"), (FrameSize{84, 84}));
-  EXPECT_FALSE(c.pipeline[0].center);
+  EXPECT_FALSE(c.pipeline[0].get_bool("center"));
   EXPECT_EQ(frame_size_after(c), (std::pair<int64_t, int64_t>{84, 84}));
   expect_resolves(c);
 }
