@@ -144,15 +144,16 @@ def test_threads_share_one_engine():
         assert engine.step == 160
 
 
-@pytest.mark.parametrize("obs, message", [
-    (obs_batch(2, 8), r"8 channels, expected a positive multiple of frames.channels = 3"),
-    (obs_batch(2, 9, 84, 84), r"must be 40x48 \(frames.height x frames.width\), got 84x84"),
-    (obs_batch(2).long(), r"uint8 or float32 \[B, S\*C, H, W\], got Long"),
-    (obs_batch(2)[0], r"uint8 or float32 \[B, S\*C, H, W\], got Byte \[9, 40, 48\]"),
+@pytest.mark.parametrize("obs, exc, message", [
+    (obs_batch(2, 8), ValueError, r"8 channels, expected a positive multiple of frames.channels = 3"),
+    (obs_batch(2, 9, 84, 84), ValueError, r"must be 40x48 \(frames.height x frames.width\), got 84x84"),
+    (obs_batch(2).long(), TypeError, r"uint8 or float32 \[B, S\*C, H, W\], got Long"),
+    (obs_batch(2)[0], ValueError, r"uint8 or float32 \[B, S\*C, H, W\], got Byte \[9, 40, 48\]"),
 ])
-def test_wrong_inputs_raise_value_error(obs, message):
+def test_wrong_inputs_name_expected_and_got(obs, exc, message):
+    """A wrong dtype is a TypeError, a wrong shape a ValueError (README "Errors")."""
     with obsaug.Engine(small_config(threads=0)) as engine:
-        with pytest.raises(ValueError, match=message):
+        with pytest.raises(exc, match=message):
             engine.augment(obs)
         assert engine.step == 0
 

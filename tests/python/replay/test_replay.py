@@ -7,8 +7,8 @@ next_obs, action, reward, discount, weights). Hand-computed cases pin down
 stacks at episode starts and at the ring wrap, parallel environments and
 n-step returns; chi-square tests check the sampling distributions without
 the oracle; the fused sample + augment equals sample-then-augment bit for
-bit; checkpoints round-trip and survive SIGKILL; bad input raises a
-ValueError / TypeError naming the problem and changes nothing.
+bit; checkpoints round-trip and survive SIGKILL; bad input raises the one
+type of its kind (README "Errors") naming the problem, and changes nothing.
 
 Frames carry their logical index in pixels ``[0, 0, 0]`` (t % 256),
 ``[0, 0, 1]`` (t // 256) and ``[0, 0, 2]`` (env), so a sampled stack says
