@@ -215,7 +215,7 @@ Pipeline parse_pipeline(const std::string& text) {
                           schema->key_list());
       }
       const KeySpec& spec = schema->keys[static_cast<size_t>(position)];
-      op.set(key, parse_value(spec, at + ": " + key, field.substr(eq + 1)));
+      op.set(key, parse_value(spec, at + ": key '" + key + "'", field.substr(eq + 1)));
     }
     check_op_at(op, pipeline.size());
     pipeline.push_back(std::move(op));

@@ -138,13 +138,17 @@ TEST(HostileGeometry, ResolveRejectsImpossibleFrames) {
   for (int64_t s : {int64_t{0}, int64_t{-3}, std::numeric_limits<int64_t>::min()}) {
     expect_mentions(
         error_of<c10::ValueError>([&] { resolve_pipeline({OpSpec::crop(s, 4)}, g, 0, 0); }),
-        {"size must be positive"});
+        {"size must be in 1..1073741824 per side"});
   }
-  // Larger than the frame, including sizes that wrap when narrowed to int32.
-  for (int64_t s : {int64_t{9}, int64_t{1} << 31, (int64_t{1} << 32) + 4, int64_t{1} << 62}) {
+  // Larger than the frame; sizes that would wrap when narrowed to int32 are
+  // out of the schema's range before they meet the frame.
+  expect_mentions(
+      error_of<c10::ValueError>([&] { resolve_pipeline({OpSpec::crop(4, 9)}, g, 0, 0); }),
+      {"larger than its input 8x8"});
+  for (int64_t s : {int64_t{1} << 31, (int64_t{1} << 32) + 4, int64_t{1} << 62}) {
     expect_mentions(
         error_of<c10::ValueError>([&] { resolve_pipeline({OpSpec::crop(4, s)}, g, 0, 0); }),
-        {"larger than its input 8x8"});
+        {"size must be in 1..1073741824 per side, got 4x"});
   }
   // A crop after a shrinking crop is checked against that crop's output.
   expect_mentions(error_of<c10::ValueError>([&] {
