@@ -66,14 +66,11 @@ struct Buffer {
 
 // Frame size the pipeline's overlays (if any) see: the pool's image size.
 std::pair<int64_t, int64_t> overlay_frame(const Pipeline& pipeline, int64_t h, int64_t w) {
-  for (const OpSpec& op : pipeline) {
-    if (op.kind == OpKind::kOverlay) break;
-    if (op.kind == OpKind::kCrop) {
-      h = op.crop_h;
-      w = op.crop_w;
-    }
+  const std::vector<FrameSize> sizes = frame_sizes(pipeline, {h, w});  // input of op k at k
+  for (size_t k = 0; k < pipeline.size(); ++k) {
+    if (pipeline[k].kind() == OpKind::kOverlay) return {sizes[k].height, sizes[k].width};
   }
-  return {h, w};
+  return {sizes.back().height, sizes.back().width};
 }
 
 template <typename T>

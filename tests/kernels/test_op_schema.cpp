@@ -14,22 +14,12 @@
 
 #include "kernels/op_schema.h"
 #include "kernels/pipeline_spec.h"
+#include "tests/test_util.h"
 
 namespace obsaug {
 namespace {
 
-std::string value_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const c10::ValueError& e) {
-    return e.what_without_backtrace();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected c10::ValueError, got: " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "expected c10::ValueError, nothing was thrown";
-  return "";
-}
+using testing::error_of;
 
 std::vector<std::string> key_names(const OpSchema& op) {
   std::vector<std::string> names;
@@ -205,10 +195,12 @@ TEST(OpSchema, EveryRangeIsEnforcedWithItsText) {
         // The parser and the resolver print it after "op 0 (name): key ".
         const std::string prefix = "op 0 (" + schema.name + "): " + key.name + " " + range;
         if (key.type != KeyType::kFloat || std::isfinite(std::get<double>(v))) {
-          EXPECT_NE(value_error([&] { parse_pipeline(format_pipeline({op})); }).find(prefix),
+          EXPECT_NE(error_of<c10::ValueError>([&] {
+                      parse_pipeline(format_pipeline({op}));
+                    }).find(prefix),
                     std::string::npos);
         }
-        EXPECT_NE(value_error([&] {
+        EXPECT_NE(error_of<c10::ValueError>([&] {
                     frame_sizes({op}, {1 << 30, 1 << 30});
                   }).find(prefix),
                   std::string::npos);
@@ -247,12 +239,14 @@ TEST(FrameSizes, UnknownSidesStayUnknownUntilAnOpSetsThem) {
       frame_sizes({OpSpec::shift(1), OpSpec::crop(8, 6)}, {unknown, 10});
   EXPECT_EQ(sizes, (std::vector<FrameSize>{{unknown, 10}, {unknown, 10}, {8, 6}}));
   // Only the known side is compared.
-  const std::string m = value_error([&] { frame_sizes({OpSpec::crop(8, 12)}, {unknown, 10}); });
+  const std::string m = error_of<c10::ValueError>([&] {
+    frame_sizes({OpSpec::crop(8, 12)}, {unknown, 10});
+  });
   EXPECT_NE(m.find("crop 8x12 is larger than its input ?x10"), std::string::npos) << m;
 }
 
 TEST(FrameSizes, RefusesACropLargerThanItsInput) {
-  const std::string m = value_error([] {
+  const std::string m = error_of<c10::ValueError>([] {
     frame_sizes({OpSpec::crop(60, 60), OpSpec::crop(64, 32)}, {84, 84});
   });
   EXPECT_NE(m.find("op 1 (crop): crop 64x32 is larger than its input 60x60 (the frame size at "

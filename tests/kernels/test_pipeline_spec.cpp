@@ -203,7 +203,7 @@ TEST(PipelineSpecErrors, BadPadding) {
   expect_mentions(parse_error("op=shift,padding=reflect"),
                   {"op 0 (shift): padding must be one of replicate, zeros; got 'reflect'"});
   // Built in code, the same check runs when the op is resolved.
-  expect_mentions(value_error([] {
+  expect_mentions(error_of<c10::ValueError>([] {
                     resolve_pipeline({OpSpec::shift(4, "reflect")}, FrameGeometry{8, 8}, 0, 0);
                   }),
                   {"op 0 (shift): padding must be one of replicate, zeros; got 'reflect'"});
