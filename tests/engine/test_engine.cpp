@@ -203,7 +203,7 @@ TEST(Engine, WrongInputsNameExpectedAndGot) {
   expect_mentions(error_of<std::invalid_argument>(augment(random_obs(2, 9, 84, 84, 0))),
                   {"must be 40x48", "got 84x84"});
   expect_mentions(error_of<c10::TypeError>(augment(random_obs(2, 9, 40, 48, 0).to(at::kLong))),
-                  {"uint8 or float32", "Long"});
+                  {"uint8 or float32", "got int64"});
   expect_mentions(error_of<std::invalid_argument>(augment(random_obs(2, 9, 40, 48, 0)[0])),
                   {"uint8 or float32", "[B, S*C, H, W]"});
   EXPECT_EQ(engine.step(), 0u);  // failed calls take no step

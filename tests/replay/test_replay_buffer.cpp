@@ -101,7 +101,7 @@ TEST(ReplayBuffer, RejectedAddLeavesTheBufferUnchanged) {
   expect_mentions(error_of<c10::TypeError>([&] {
                     rb.add(at::zeros({2}), number(1), f.to(at::kFloat), flag(false), flag(false));
                   }),
-                  {"ReplayBuffer.add", "frame must be uint8 [3, 6, 5]", "Float"});
+                  {"ReplayBuffer.add", "frame must be uint8 [3, 6, 5]", "got float32"});
   expect_mentions(error_of<std::invalid_argument>([&] {
                     rb.add(at::zeros({2}), number(1), f.narrow(1, 0, 3), flag(false), flag(false));
                   }),

@@ -65,7 +65,7 @@ Z = dict(seed=0, step=0)
 CASES = [
     # name, exception type, call, substrings the message must contain (case-insensitive)
     ("int64 obs", TypeError, lambda: ops.shift(zeros_obs(dtype=torch.int64), **Z),
-     ["obs", "uint8", "float32", "Long"]),
+     ["obs", "uint8", "float32", "int64"]),
     ("int64 obs overlay", TypeError, lambda: ops.overlay(zeros_obs(dtype=torch.int64), zeros_pool(), **Z),
      ["obs", "uint8"]),
     ("int64 obs augment", TypeError,

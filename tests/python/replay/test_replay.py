@@ -634,8 +634,8 @@ def test_gather_augment_equals_augment_of_the_gathered_batch(pipe, out):
 @pytest.mark.parametrize("bad,exc,message", [
     ("negative", IndexError, r"indices must lie in \[0, N\) = \[0, 20\).*got values in \[-1, "),
     ("too_large", IndexError, r"indices must lie in \[0, N\) = \[0, 20\).*, 20\]"),
-    ("int32", TypeError, r"indices must be int64 \[B, S\].*got Int"),
-    ("one_dim", ValueError, r"indices must be int64 \[B, S\].*got Long \[\d+\]"),
+    ("int32", TypeError, r"indices must be int64 \[B, S\].*got int32"),
+    ("one_dim", ValueError, r"indices must be int64 \[B, S\].*got int64 \[\d+\]"),
 ])
 def test_gather_augment_rejects_bad_indices(bad, exc, message):
     storage, indices = gather_inputs()
@@ -1010,15 +1010,15 @@ def assert_unchanged(rb, twin):
 F, A = tagged(99), torch.tensor([0.5, 0.5])
 BAD_CALLS = {  # name: (call, the one exception type, a regex the message must match)
     "add_first_frame_shape": (lambda rb: rb.add_first(torch.zeros(3, 4, 4, dtype=torch.uint8)),
-                              ValueError, r"frame must be uint8 \[3, 4, 5\].*got Byte \[3, 4, 4\]"),
+                              ValueError, r"frame must be uint8 \[3, 4, 5\].*got uint8 \[3, 4, 4\]"),
     "add_first_frame_dtype": (lambda rb: rb.add_first(torch.zeros(3, 4, 5)),
-                              TypeError, r"frame must be uint8 \[3, 4, 5\].*got Float"),
+                              TypeError, r"frame must be uint8 \[3, 4, 5\].*got float32"),
     "add_frame_shape": (lambda rb: rb.add(A, 1.0, torch.zeros(4, 4, 5, dtype=torch.uint8)),
-                        ValueError, r"frame must be uint8 \[3, 4, 5\].*got Byte \[4, 4, 5\]"),
+                        ValueError, r"frame must be uint8 \[3, 4, 5\].*got uint8 \[4, 4, 5\]"),
     "add_frame_dtype": (lambda rb: rb.add(A, 1.0, F.float()),
-                        TypeError, r"frame must be uint8 \[3, 4, 5\].*got Float"),
+                        TypeError, r"frame must be uint8 \[3, 4, 5\].*got float32"),
     "add_action_shape": (lambda rb: rb.add(torch.zeros(3), 1.0, F),
-                         ValueError, r"action must have shape \[2\].*got Float \[3\]"),
+                         ValueError, r"action must have shape \[2\].*got float32 \[3\]"),
     "add_before_add_first": (lambda rb: rb.add(A, 1.0, F, env=3),
                              ValueError, r"env 3 has no open episode: call add_first"),
     "batched_one_env_not_started": (
@@ -1029,7 +1029,7 @@ BAD_CALLS = {  # name: (call, the one exception type, a regex the message must m
         ValueError, r"env 0 appears twice"),
     "batched_length_mismatch": (
         lambda rb: rb.add(torch.zeros(2, 2), torch.zeros(1), F[None], env=[0]),
-        ValueError, r"action must have shape \[1, 2\].*got Float \[2, 2\]"),
+        ValueError, r"action must have shape \[1, 2\].*got float32 \[2, 2\]"),
     "batched_add_first_duplicate_envs": (
         lambda rb: rb.add_first(torch.stack([F, F]), env=[1, 1]),
         ValueError, r"env 1 appears twice"),
@@ -1084,7 +1084,7 @@ def test_actions_convert_from_numbers_and_numpy():
     discrete.add(3, 0.5, tagged(1))
     discrete.add(np.int64(4), 0.5, tagged(2))
     assert sorted(discrete.sample(2)["action"].tolist()) in ([3, 3], [3, 4], [4, 4])
-    with pytest.raises(TypeError, match=r"action must be Long \(or another integer dtype\), got Float"):
+    with pytest.raises(TypeError, match=r"action must be int64 \(or another integer dtype\), got float32"):
         discrete.add(2.5, 0.5, tagged(3))                        # not without loss
     assert discrete.total_frames == 3
 

@@ -80,7 +80,7 @@ def test_replay_add_with_wrong_frames_changes_nothing():
     before = (len(buf), buf.num_valid, buf.total_frames, buf.storage.clone())
     f = torch.zeros(3, 8, 8, dtype=torch.uint8)
     bad = {
-        "float": (TypeError, f.float(), ["frame", "uint8", "Float"]),
+        "float": (TypeError, f.float(), ["frame", "uint8", "float32"]),
         "int16": (TypeError, f.short(), ["frame", "uint8", "Short"]),
         "bool": (TypeError, f.bool(), ["frame", "uint8", "Bool"]),
         "shape": (ValueError, f[:, :, :7], ["frame", "[3, 8, 8]"]),
