@@ -1,6 +1,8 @@
 // Loading, validating and printing obsaug::Config (see config.h). The schema
 // is walked by hand, key by key, so every error can name the key's full path
-// ("pool.refresh.mode", "pipeline[1].alpha") and what would be right.
+// ("pool.refresh.mode", "pipeline[1].alpha") and what would be right. A
+// pipeline op's keys, types and ranges are the op schema's
+// (kernels/op_schema.h): this file asks it and adds the path and the line.
 #include "engine/config.h"
 
 #include <sys/stat.h>

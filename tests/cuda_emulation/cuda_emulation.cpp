@@ -70,8 +70,6 @@ struct Launch {
   const std::function<void()>* body = nullptr;
   std::unique_ptr<Fiber[]> fibers;
   uint64_t threads = 0;
-  char* stacks = nullptr;
-  size_t stacks_bytes = 0;
   ucontext_t main_context{};
   std::atomic<Fiber*> running{nullptr};
   // Release on arrival at a barrier or at the end, acquire on release: the
@@ -267,26 +265,60 @@ std::string run_block(Launch* launch, const LaunchConfig& config, uint64_t block
   }
 }
 
-// Owns the fibers' stacks and sanitizer state for one launch.
+// The fibers' stacks (each below a guard page, so that an overflow faults)
+// and TSan fibers of the launching thread, made once and reused by every
+// launch: mapping them per launch costs more than the kernels.
+class FiberStacks {
+ public:
+  FiberStacks() {
+    page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    bytes_ = (kStackBytes + page_) * kMaxThreadsPerBlock;
+    void* memory = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (memory == MAP_FAILED) misuse("cannot map the emulated threads' stacks");
+    memory_ = static_cast<char*>(memory);
+    for (uint64_t t = 0; t < kMaxThreadsPerBlock; ++t) mprotect(slot(t), page_, PROT_NONE);
+  }
+  ~FiberStacks() {
+#ifdef CUDA_EMU_TSAN
+    for (void* fiber : tsan_fibers_) __tsan_destroy_fiber(fiber);
+#endif
+    munmap(memory_, bytes_);
+  }
+  char* stack(uint64_t t) { return slot(t) + page_; }
+  void* tsan_fiber(uint64_t t) {
+#ifdef CUDA_EMU_TSAN
+    while (tsan_fibers_.size() <= t) tsan_fibers_.push_back(__tsan_create_fiber(0));
+    return tsan_fibers_[t];
+#else
+    return nullptr;
+#endif
+  }
+  void unpoison() {
+#ifdef CUDA_EMU_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(memory_, bytes_);
+#endif
+  }
+
+ private:
+  char* slot(uint64_t t) { return memory_ + t * (kStackBytes + page_); }
+  size_t page_ = 0;
+  size_t bytes_ = 0;
+  char* memory_ = nullptr;
+  std::vector<void*> tsan_fibers_;
+};
+
+// Sets up the fibers and sanitizer state of one launch, and undoes it.
 class LaunchScope {
  public:
-  LaunchScope(Launch* launch, const LaunchConfig& config) : launch_(launch) {
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t slot = kStackBytes + page;
+  LaunchScope(Launch* launch, const LaunchConfig& config) {
+    thread_local FiberStacks stacks;
+    stacks_ = &stacks;
     launch->threads = volume(config.block);
     launch->fibers.reset(new Fiber[launch->threads]);
-    launch->stacks_bytes = slot * launch->threads;
-    void* memory = mmap(nullptr, launch->stacks_bytes, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (memory == MAP_FAILED) throw LaunchError("cannot map the emulated threads' stacks");
-    launch->stacks = static_cast<char*>(memory);
     for (uint64_t t = 0; t < launch->threads; ++t) {
-      char* guard = launch->stacks + t * slot;
-      mprotect(guard, page, PROT_NONE);  // a stack overflow faults instead of corrupting
-      launch->fibers[t].stack = guard + page;
-#ifdef CUDA_EMU_TSAN
-      launch->fibers[t].tsan_fiber = __tsan_create_fiber(0);
-#endif
+      launch->fibers[t].stack = stacks.stack(t);
+      launch->fibers[t].tsan_fiber = stacks.tsan_fiber(t);
     }
 #ifdef CUDA_EMU_TSAN
     launch->main_tsan_fiber = __tsan_get_current_fiber();
@@ -305,18 +337,13 @@ class LaunchScope {
     for (const DynamicShared& array : dynamic_shared_arrays()) {
       ASAN_UNPOISON_MEMORY_REGION(array.address(), array.bytes);
     }
-    // Threads left at a divergent barrier leave poisoned frames behind.
-    ASAN_UNPOISON_MEMORY_REGION(launch_->stacks, launch_->stacks_bytes);
 #endif
-#ifdef CUDA_EMU_TSAN
-    for (uint64_t t = 0; t < launch_->threads; ++t)
-      __tsan_destroy_fiber(launch_->fibers[t].tsan_fiber);
-#endif
-    munmap(launch_->stacks, launch_->stacks_bytes);
   }
+  // Threads left at a divergent barrier leave poisoned frames behind.
+  void abandoned() { stacks_->unpoison(); }
 
  private:
-  Launch* launch_;
+  FiberStacks* stacks_;
 };
 
 }  // namespace
@@ -353,7 +380,7 @@ void run(const LaunchConfig& config, const std::function<void()>& body) {
   launch.body = &body;
   std::string error;
   {
-    const LaunchScope scope(&launch, config);
+    LaunchScope scope(&launch, config);
     std::vector<uint64_t> blocks(volume(config.grid));
     for (uint64_t b = 0; b < blocks.size(); ++b) blocks[b] = b;
     std::mt19937_64 rng(config.order);
@@ -364,7 +391,10 @@ void run(const LaunchConfig& config, const std::function<void()>& body) {
     }
     for (uint64_t b : blocks) {
       error = run_block(&launch, config, b, rng);
-      if (!error.empty()) break;
+      if (!error.empty()) {
+        scope.abandoned();
+        break;
+      }
     }
     launch.barrier_clock.load(std::memory_order_acquire);  // every thread's writes
   }
