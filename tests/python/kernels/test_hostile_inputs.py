@@ -71,7 +71,7 @@ CASES = [
     ("int64 obs augment", TypeError,
      lambda: ops.augment(zeros_obs(dtype=torch.int64), None, ops=[{"op": "shift"}], **Z), ["obs", "uint8"]),
     ("float16 obs", TypeError, lambda: ops.crop(zeros_obs(dtype=torch.float16), size=80, **Z),
-     ["obs", "float32", "Half"]),
+     ["obs", "float32", "float16"]),
     ("rank 3 obs", ValueError, lambda: ops.shift(zeros_obs()[0], **Z), ["obs", "4 dims", "[9, 84, 84]"]),
     ("rank 3 obs augment", ValueError,
      lambda: ops.augment(zeros_obs()[0], zeros_pool(), ops=[{"op": "overlay"}], **Z), ["obs", "4 dims"]),

@@ -811,10 +811,10 @@ def corrupt(path, how):
 
 @pytest.mark.parametrize("how, message", [
     ("flipped_byte", r"is corrupt or truncated: checksum mismatch"),
-    ("truncated", r"is corrupt or truncated: \d+ stored frames do not fit in the file"),
+    ("truncated", r"is corrupt or truncated: it ends inside the frames \(\d+ bytes needed from here, \d+ left\)"),
     ("magic", r"is corrupt or truncated: it does not start with OBSAUGRB"),
     ("version", r"is corrupt or truncated: format version \d+, this obsaug reads version 1"),
-    ("empty", r"is corrupt or truncated: it ends 8 bytes early"),
+    ("empty", r"is corrupt or truncated: it ends inside the magic \(8 bytes needed, 0 left\)"),
 ])
 def test_load_rejects_damaged_checkpoints(tmp_path, how, message):
     rb, _, _ = build_stocked(False, steps=50)

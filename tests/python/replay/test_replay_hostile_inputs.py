@@ -81,8 +81,8 @@ def test_replay_add_with_wrong_frames_changes_nothing():
     f = torch.zeros(3, 8, 8, dtype=torch.uint8)
     bad = {
         "float": (TypeError, f.float(), ["frame", "uint8", "float32"]),
-        "int16": (TypeError, f.short(), ["frame", "uint8", "Short"]),
-        "bool": (TypeError, f.bool(), ["frame", "uint8", "Bool"]),
+        "int16": (TypeError, f.short(), ["frame", "uint8", "int16"]),
+        "bool": (TypeError, f.bool(), ["frame", "uint8", "bool"]),
         "shape": (ValueError, f[:, :, :7], ["frame", "[3, 8, 8]"]),
         "2-D": (ValueError, f[0], ["frame"]),
         "5-D": (ValueError, f[None, None], ["frame"]),
