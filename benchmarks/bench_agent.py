@@ -68,6 +68,7 @@ from harness import ROOT, loadavg_str, md_row, md_rule  # noqa: E402
 obsaug = harness.import_obsaug()
 # The DMControl pixel environment of the replay example.
 sys.path.insert(0, os.path.join(ROOT, "examples"))
+from drqv2_agent import Critic, mlp  # noqa: E402  (the same networks as the example agent)
 from fill_replay import DMCPixels  # noqa: E402
 
 PHOTOS = os.path.join(ROOT, "data", "photos")
@@ -93,10 +94,6 @@ class Encoder(nn.Module):
         return self.convnet(obs / 255.0 - 0.5).flatten(1)
 
 
-def mlp(i: int, h: int, o: int) -> nn.Sequential:
-    return nn.Sequential(nn.Linear(i, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, o))
-
-
 class Actor(nn.Module):
     def __init__(self, repr_dim: int, action_dim: int, feature_dim: int, hidden: int):
         super().__init__()
@@ -114,19 +111,6 @@ class Actor(nn.Module):
         log_pi = (-0.5 * eps.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1, keepdim=True)
         log_pi = log_pi - torch.log(F.relu(1 - pi.pow(2)) + 1e-6).sum(-1, keepdim=True)
         return torch.tanh(mu), pi, log_pi
-
-
-class Critic(nn.Module):
-    def __init__(self, repr_dim: int, action_dim: int, feature_dim: int, hidden: int):
-        super().__init__()
-        self.trunk = nn.Sequential(nn.Linear(repr_dim, feature_dim), nn.LayerNorm(feature_dim),
-                                   nn.Tanh())
-        self.q1 = mlp(feature_dim + action_dim, hidden, 1)
-        self.q2 = mlp(feature_dim + action_dim, hidden, 1)
-
-    def forward(self, h: torch.Tensor, action: torch.Tensor):
-        x = torch.cat([self.trunk(h), action], dim=-1)
-        return self.q1(x), self.q2(x)
 
 
 class SVEAAgent:

@@ -268,9 +268,8 @@ def main(argv=None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    devices = args.device or (["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
-    env = harness.environment(kornia=getattr(kornia, "__version__", None))
-    harness.print_header(env)
+    devices = harness.devices_or_all(args.device)
+    env = harness.start_with_kornia(kornia)
     print(f"kornia {env['kornia']}")
     print(f"pipeline {OBSAUG_OPS}, pool P={args.pool}, rounds {args.rounds}, "
           f"warm-up {args.warmup}; time = median over rounds of the per-call mean, "

@@ -422,9 +422,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", message=".*pin_memory.*")
 
-    devices = args.device or (["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
-    env = harness.environment(kornia=getattr(kornia, "__version__", None))
-    harness.print_header(env)
+    devices = harness.devices_or_all(args.device)
+    env = harness.start_with_kornia(kornia)
     print(f"threads {env['threads']} (torch and obsaug), kornia {env['kornia']}")
     print(f"pipeline: shift pad 4 replicate, then overlay alpha 0.5; uint8 input; obsaug Engine pool "
           f"P={args.pool} from data/photos, refresh threads {args.refresh_threads}"

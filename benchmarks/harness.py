@@ -225,6 +225,20 @@ def environment(**extra) -> Dict:
     return env
 
 
+def devices_or_all(requested) -> List[str]:
+    """The devices a run asked for, else cpu and (when present) cuda."""
+    import torch
+    return requested or (["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+
+
+def start_with_kornia(kornia_module) -> Dict:
+    """environment() with kornia's version, its header printed: how the op
+    benchmarks that compare against kornia begin."""
+    env = environment(kornia=getattr(kornia_module, "__version__", None))
+    print_header(env)
+    return env
+
+
 def print_header(env: Dict) -> None:
     """command / date, host, git / machine and torch: the first lines of every run."""
     print(f"command: {env['command']}")

@@ -135,15 +135,20 @@ struct Prepared {
   std::optional<at::Tensor> pool;  // contiguous, present when the pipeline overlays
 };
 
+// The pool of a pipeline that overlays distractors, contiguous.
+at::Tensor required_pool(const std::optional<at::Tensor>& pool) {
+  TORCH_CHECK_VALUE(pool.has_value() && pool->defined(),
+                    "the pipeline overlays distractors but pool is None; pass a uint8 "
+                    "[P, C, H, W] pool");
+  return pool->contiguous();
+}
+
 Prepared prepare(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
                  const Pipeline& pipeline, uint64_t seed, uint64_t step) {
   check_obs(obs);
   Prepared prepared;
   if (has_overlay(pipeline)) {
-    TORCH_CHECK_VALUE(pool.has_value() && pool->defined(),
-                      "the pipeline overlays distractors but pool is None; pass a uint8 "
-                      "[P, C, H, W] pool");
-    prepared.pool = pool->contiguous();
+    prepared.pool = required_pool(pool);
   }
   const at::Tensor* pool_ptr = prepared.pool ? &*prepared.pool : nullptr;
   prepared.desc = resolve_pipeline(pipeline, geometry_of(obs, pool_ptr), seed, step);
@@ -269,10 +274,7 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                     describe(storage));
   Prepared prepared;
   if (has_overlay(pipeline)) {
-    TORCH_CHECK_VALUE(pool.has_value() && pool->defined(),
-                      "the pipeline overlays distractors but pool is None; pass a uint8 "
-                      "[P, C, H, W] pool");
-    prepared.pool = pool->contiguous();
+    prepared.pool = required_pool(pool);
     TORCH_CHECK_VALUE(prepared.pool->dim() != 4 || prepared.pool->size(1) == channels, "pool has ",
                       prepared.pool->size(1), " channels but storage frames have ", channels,
                       "; they must match");

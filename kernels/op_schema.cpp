@@ -12,67 +12,58 @@ constexpr int64_t kMaxPad = int64_t{1} << 20;
 constexpr int64_t kMaxSide = int64_t{1} << 30;  // as resolve_pipeline's frames
 constexpr int64_t kMaxIndex = 0xffff;           // k is 16 bits of the Philox counter
 
-KeySpec int_key(std::string name, int64_t fallback, int64_t lo, int64_t hi, std::string doc) {
+// A key of `type` named `name`; the helpers below fill in the rest.
+KeySpec key(std::string name, KeyType type, std::string doc) {
   KeySpec k;
   k.name = std::move(name);
-  k.type = KeyType::kInt;
-  k.default_value = fallback;
-  k.int_min = lo;
-  k.int_max = hi;
+  k.type = type;
   k.doc = std::move(doc);
   return k;
 }
 
+KeySpec int_key(std::string name, int64_t fallback, int64_t lo, int64_t hi, std::string doc) {
+  KeySpec k = key(std::move(name), KeyType::kInt, std::move(doc));
+  k.default_value = fallback;
+  k.int_min = lo;
+  k.int_max = hi;
+  return k;
+}
+
 KeySpec float_key(std::string name, double fallback, double lo, double hi, std::string doc) {
-  KeySpec k;
-  k.name = std::move(name);
-  k.type = KeyType::kFloat;
+  KeySpec k = key(std::move(name), KeyType::kFloat, std::move(doc));
   k.default_value = fallback;
   k.float_min = lo;
   k.float_max = hi;
-  k.doc = std::move(doc);
   return k;
 }
 
 // An optional float whose range starts at another key's value.
 KeySpec float_above_key(std::string name, std::string lo_key, double hi, std::string doc) {
-  KeySpec k;
-  k.name = std::move(name);
-  k.type = KeyType::kFloat;
+  KeySpec k = key(std::move(name), KeyType::kFloat, std::move(doc));
   k.optional = true;
   k.float_min_key = std::move(lo_key);
   k.float_max = hi;
-  k.doc = std::move(doc);
   return k;
 }
 
 KeySpec bool_key(std::string name, bool fallback, std::string doc) {
-  KeySpec k;
-  k.name = std::move(name);
-  k.type = KeyType::kBool;
+  KeySpec k = key(std::move(name), KeyType::kBool, std::move(doc));
   k.default_value = fallback;
-  k.doc = std::move(doc);
   return k;
 }
 
 KeySpec enum_key(std::string name, std::vector<std::string> choices, std::string doc) {
-  KeySpec k;
-  k.name = std::move(name);
-  k.type = KeyType::kEnum;
+  KeySpec k = key(std::move(name), KeyType::kEnum, std::move(doc));
   k.default_value = choices.front();
   k.choices = std::move(choices);
-  k.doc = std::move(doc);
   return k;
 }
 
 KeySpec required_size_key(std::string name, std::string doc) {
-  KeySpec k;
-  k.name = std::move(name);
-  k.type = KeyType::kSize;
+  KeySpec k = key(std::move(name), KeyType::kSize, std::move(doc));
   k.required = true;
   k.int_min = 1;
   k.int_max = kMaxSide;
-  k.doc = std::move(doc);
   return k;
 }
 

@@ -9,31 +9,33 @@
 namespace obsaug {
 namespace {
 
-TEST(Philox, KnownAnswerZero) {
-  const Philox4 r = philox4x32_10(Philox4{{0, 0, 0, 0}}, 0, 0);
-  EXPECT_EQ(r.v[0], 0x6627e8d5u);
-  EXPECT_EQ(r.v[1], 0xe169c58du);
-  EXPECT_EQ(r.v[2], 0xbc57ac4cu);
-  EXPECT_EQ(r.v[3], 0x9b00dbd8u);
-}
+// Random123's known answers (kat_vectors, philox4x32 10 rounds): counter and
+// key, then the four output words. The first two are DESIGN.md's.
+struct KnownAnswer {
+  const char* name;
+  Philox4 counter;
+  uint32_t key_lo, key_hi;
+  Philox4 expected;
+};
 
-TEST(Philox, KnownAnswerAllOnes) {
-  const Philox4 r = philox4x32_10(Philox4{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}},
-                                  0xffffffffu, 0xffffffffu);
-  EXPECT_EQ(r.v[0], 0x408f276du);
-  EXPECT_EQ(r.v[1], 0x41c83b0eu);
-  EXPECT_EQ(r.v[2], 0xa20bc7c6u);
-  EXPECT_EQ(r.v[3], 0x6d5451fdu);
-}
-
-TEST(Philox, KnownAnswerPi) {
-  // Random123 kat_vectors: philox4x32 10 rounds, counter/key from digits of pi.
-  const Philox4 r = philox4x32_10(Philox4{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}},
-                                  0xa4093822u, 0x299f31d0u);
-  EXPECT_EQ(r.v[0], 0xd16cfe09u);
-  EXPECT_EQ(r.v[1], 0x94fdccebu);
-  EXPECT_EQ(r.v[2], 0x5001e420u);
-  EXPECT_EQ(r.v[3], 0x24126ea1u);
+TEST(Philox, KnownAnswers) {
+  const KnownAnswer answers[] = {
+      {"zero", {{0, 0, 0, 0}}, 0, 0, {{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}}},
+      {"all ones",
+       {{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}},
+       0xffffffffu,
+       0xffffffffu,
+       {{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}}},
+      {"digits of pi",
+       {{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}},
+       0xa4093822u,
+       0x299f31d0u,
+       {{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}}},
+  };
+  for (const KnownAnswer& a : answers) {
+    const Philox4 r = philox4x32_10(a.counter, a.key_lo, a.key_hi);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(r.v[i], a.expected.v[i]) << a.name << " word " << i;
+  }
 }
 
 TEST(Philox, DrawBlockLayout) {

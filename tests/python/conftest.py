@@ -104,3 +104,13 @@ def make_obs():
 @pytest.fixture
 def make_pool():
     return random_pool
+
+
+def raises(exc, call, *words):
+    """call() raises exc with every word (case-insensitive) in its message."""
+    with pytest.raises(exc) as info:
+        call()
+    message = str(info.value).lower()
+    for word in words:
+        assert word.lower() in message, f"{word!r} not in {str(info.value)!r}"
+    return info.value

@@ -26,21 +26,13 @@ import torch
 
 import obsaug
 import reference
-from conftest import PHOTOS, needs_engine, needs_replay, random_obs, random_pool
+from conftest import PHOTOS, needs_engine, needs_replay, raises, random_obs, random_pool
 
 ops = obsaug.ops
 S = dict(seed=3, step=5)
 NAN, INF = float("nan"), float("inf")
 
 
-def raises(exc, call, *words):
-    """call() raises exc with every word (case-insensitive) in its message."""
-    with pytest.raises(exc) as info:
-        call()
-    message = str(info.value).lower()
-    for word in words:
-        assert word.lower() in message, f"{word!r} not in {str(info.value)!r}"
-    return info.value
 
 
 def obs(b=2, sc=6, h=12, w=10, dtype=torch.uint8, seed=0):

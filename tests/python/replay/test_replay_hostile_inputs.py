@@ -9,21 +9,13 @@ import pytest
 import torch
 
 import obsaug
-from conftest import needs_replay
+from conftest import needs_replay, raises
 
 NAN, INF = float("nan"), float("inf")
 
 pytestmark = needs_replay
 
 
-def raises(exc, call, *words):
-    """call() raises exc with every word (case-insensitive) in its message."""
-    with pytest.raises(exc) as info:
-        call()
-    message = str(info.value).lower()
-    for word in words:
-        assert word.lower() in message, f"{word!r} not in {str(info.value)!r}"
-    return info.value
 
 
 RB_ARGS = dict(capacity=16, frame_shape=(3, 8, 8), frame_stack=3, action_shape=(2,))
