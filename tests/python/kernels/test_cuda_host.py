@@ -97,7 +97,7 @@ def test_augment_runs_on_the_tensors_device_under_a_guard():
     assert_equal(want, inplace)
 
 
-# ------------------------------------------------------- engine/distractor_pool.cpp
+# ------------------------------------------------------- engine/pool/distractor_pool.cpp
 
 def _pool(**kwargs):
     args = dict(sources=[PHOTOS], size=6, image_size=(36, 40), channels=3, threads=2,
