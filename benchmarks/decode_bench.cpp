@@ -29,6 +29,8 @@
 // with the time a thread was descheduled left out (the steadier figure on a
 // shared machine). Exit status 1 when an image fails to decode (the
 // benchmark wants a clean set), 2 on bad usage.
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -42,10 +44,9 @@
 #include <thread>
 #include <vector>
 
-#include <time.h>
-
 #include "engine/decode/decode.h"
 #include "engine/source/image_source.h"
+#include "tools/decode_spec_args.h"
 
 namespace {
 
@@ -86,15 +87,13 @@ int main(int argc, char** argv) {
   bool preload = false, whole_passes = false;
   uint64_t seed = 0;
   for (int i = 1; i < argc; ++i) {
+    std::string error;
+    const obsaug::SpecOption taken = obsaug::take_spec_option(argc, argv, &i, &spec, &error);
+    if (taken == obsaug::SpecOption::kBad) return usage(error.c_str());
+    if (taken == obsaug::SpecOption::kTaken) continue;
     const std::string arg = argv[i];
     const bool has_value = i + 1 < argc;
-    if (arg == "--size" && has_value) {
-      if (std::sscanf(argv[++i], "%dx%d", &spec.out_height, &spec.out_width) != 2) {
-        return usage("--size wants HxW, e.g. 84x84");
-      }
-    } else if (arg == "--channels" && has_value) {
-      spec.channels = std::atoi(argv[++i]);
-    } else if (arg == "--seconds" && has_value) {
+    if (arg == "--seconds" && has_value) {
       seconds = std::atof(argv[++i]);
     } else if (arg == "--repeats" && has_value) {
       repeats = std::atol(argv[++i]);
@@ -105,8 +104,6 @@ int main(int argc, char** argv) {
       threads = std::atoi(argv[++i]);
     } else if (arg == "--seed" && has_value) {
       seed = std::strtoull(argv[++i], nullptr, 0);
-    } else if (arg == "--no-dct") {
-      spec.dct_scaling = false;
     } else if (arg == "--whole-passes") {
       whole_passes = true;
     } else if (arg == "--preload") {
@@ -118,8 +115,9 @@ int main(int argc, char** argv) {
     }
   }
   if (sources.empty()) return usage("need at least one image, directory, .txt list or .tar");
-  if (spec.out_height <= 0 || spec.out_width <= 0) return usage("--size wants positive HxW");
-  if (spec.channels != 1 && spec.channels != 3) return usage("--channels must be 1 or 3");
+  if (const std::string problem = obsaug::spec_problem(spec); !problem.empty()) {
+    return usage(problem.c_str());
+  }
   if (threads < 1) return usage("--threads must be at least 1");
   if (!(seconds > 0) && repeats == 0) return usage("--seconds must be positive");
   if (!(warmup >= 0)) return usage("--warmup must be >= 0");
@@ -228,7 +226,8 @@ int main(int argc, char** argv) {
         "\"passes\": %.2f, \"size\": [%d, %d], \"channels\": %d, \"preload\": %s, "
         "\"dct_scaled_fraction\": %.4f}\n",
         static_cast<unsigned long long>(images), wall, rate, spec.dct_scaling ? "true" : "false",
-        threads, rate / threads, cpu, cpu > 0 ? images / cpu : 0.0, n, static_cast<unsigned long long>(total_bytes),
+        threads, rate / threads, cpu, cpu > 0 ? images / cpu : 0.0, n,
+        static_cast<unsigned long long>(total_bytes),
         static_cast<double>(images) / (static_cast<double>(n) * threads), spec.out_height,
         spec.out_width, spec.channels, preload ? "true" : "false",
         images ? static_cast<double>(scaled) / images : 0.0);

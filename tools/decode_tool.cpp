@@ -18,6 +18,7 @@
 
 #include "engine/decode/decode.h"
 #include "engine/source/image_source.h"
+#include "tools/decode_spec_args.h"
 
 namespace {
 
@@ -38,28 +39,25 @@ int main(int argc, char** argv) {
   obsaug::AugmentSpec spec;
   uint64_t seed = 0, serial = 0;
   for (int i = 3; i < argc; ++i) {
+    std::string error;
+    const obsaug::SpecOption taken = obsaug::take_spec_option(argc, argv, &i, &spec, &error);
+    if (taken == obsaug::SpecOption::kBad) return usage(error.c_str());
+    if (taken == obsaug::SpecOption::kTaken) continue;
     const std::string arg = argv[i];
     const bool has_value = i + 1 < argc;
-    if (arg == "--size" && has_value) {
-      if (std::sscanf(argv[++i], "%dx%d", &spec.out_height, &spec.out_width) != 2) {
-        return usage("--size wants HxW, e.g. 84x84");
-      }
-    } else if (arg == "--channels" && has_value) {
-      spec.channels = std::atoi(argv[++i]);
-    } else if (arg == "--seed" && has_value) {
+    if (arg == "--seed" && has_value) {
       seed = std::strtoull(argv[++i], nullptr, 0);
     } else if (arg == "--serial" && has_value) {
       serial = std::strtoull(argv[++i], nullptr, 0);
     } else if (arg == "--whole") {
       spec.random_crop = false;
-    } else if (arg == "--no-dct") {
-      spec.dct_scaling = false;
     } else {
       return usage(("unknown or incomplete option " + arg).c_str());
     }
   }
-  if (spec.out_height <= 0 || spec.out_width <= 0) return usage("--size HxW is required");
-  if (spec.channels != 1 && spec.channels != 3) return usage("--channels must be 1 or 3");
+  if (const std::string problem = obsaug::spec_problem(spec); !problem.empty()) {
+    return usage(problem.c_str());
+  }
 
   try {
     obsaug::ImageRef ref;

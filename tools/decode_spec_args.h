@@ -1,0 +1,48 @@
+// The command-line options that describe a distractor decode (an AugmentSpec),
+// shared by obsaug_decode_tool (tools/) and obsaug_decode_bench (benchmarks/):
+//   --size HxW  --channels 1|3  --no-dct
+// Header-only: both binaries link obsaug_decode and nothing else of tools/.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "engine/decode/decode.h"
+
+namespace obsaug {
+
+enum class SpecOption { kNotMine, kTaken, kBad };
+
+// Reads the option at argv[*i] into `spec` when it is one of the above
+// (advancing *i past its value); kBad sets `error` to what was expected.
+inline SpecOption take_spec_option(int argc, char** argv, int* i, AugmentSpec* spec,
+                                   std::string* error) {
+  const std::string arg = argv[*i];
+  const bool has_value = *i + 1 < argc;
+  if (arg == "--size" && has_value) {
+    if (std::sscanf(argv[++*i], "%dx%d", &spec->out_height, &spec->out_width) != 2) {
+      *error = "--size wants HxW, e.g. 84x84";
+      return SpecOption::kBad;
+    }
+    return SpecOption::kTaken;
+  }
+  if (arg == "--channels" && has_value) {
+    spec->channels = std::atoi(argv[++*i]);
+    return SpecOption::kTaken;
+  }
+  if (arg == "--no-dct") {
+    spec->dct_scaling = false;
+    return SpecOption::kTaken;
+  }
+  return SpecOption::kNotMine;
+}
+
+// The checks of a complete spec: positive size, 1 or 3 channels. Empty when fine.
+inline std::string spec_problem(const AugmentSpec& spec) {
+  if (spec.out_height <= 0 || spec.out_width <= 0) return "--size wants positive HxW";
+  if (spec.channels != 1 && spec.channels != 3) return "--channels must be 1 or 3";
+  return "";
+}
+
+}  // namespace obsaug
