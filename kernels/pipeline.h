@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "kernels/float_rn.h"
 #include "kernels/hd.h"
 #include "kernels/philox.h"
 
@@ -140,24 +141,6 @@ OBSAUG_HD AxisTrace trace_axis(const PipelineDesc& p, const OpDraw* draws, int a
 
 OBSAUG_HD int32_t zero_op_of(const AxisTrace& row, const AxisTrace& col) {
   return row.zero_op > col.zero_op ? row.zero_op : col.zero_op;
-}
-
-// Float products and sums that no compiler contracts into an FMA, so that
-// the CPU and the GPU round identically. Host code is built with
-// -ffp-contract=off; device code uses the explicitly rounded intrinsics.
-OBSAUG_HD float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-OBSAUG_HD float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
 }
 
 // Overlay blend with weight w / 256 (DESIGN.md section 3).
