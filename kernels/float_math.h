@@ -5,7 +5,7 @@
 //
 // Error against the correctly rounded float32 result (the long double
 // function rounded to float), in ulps of that result; kFloatMathMaxUlp below.
-// Measured with (about 30 s)
+// Measured with (about 30 s of CPU)
 //   build/tests/obsaug_float_math_tests --gtest_also_run_disabled_tests
 //   --gtest_filter='*MeasureAgainstLongDouble'
 // (max ulp distance; max real error, in ulps of the true value's binade):
@@ -13,7 +13,7 @@
 //   sin(2pi_f * unit(r)), all 2^24 angles (random_conv's th):  1 ulp; 0.78
 //   cos(2pi_f * unit(r)), all 2^24 angles:                     1 ulp; 0.79
 //   exp, every 97th float of the whole range (sigmoid's -acc): 1 ulp; 0.75
-//   log, every 97th float > 0 (subnormals included):           1 ulp; 0.80
+//   log, every 97th float > 0 (subnormals included):           1 ulp; 0.78
 //   sin, cos, every 97th float with |x| <= 200:                1 ulp; 0.78
 // The results are faithful (real error below 1 ulp), so the bound holds
 // against any reference that is itself faithful to float32 (the suite uses
