@@ -68,7 +68,8 @@ from harness import ROOT, loadavg_str, md_row, md_rule  # noqa: E402
 obsaug = harness.import_obsaug()
 # The DMControl pixel environment of the replay example.
 sys.path.insert(0, os.path.join(ROOT, "examples"))
-from drqv2_agent import Critic, mlp  # noqa: E402  (the same networks as the example agent)
+from drqv2_agent import (  # noqa: E402  (the same networks and steps as the example agent)
+    Critic, mlp, optimizer_step, soft_update)
 from fill_replay import DMCPixels  # noqa: E402
 
 PHOTOS = os.path.join(ROOT, "data", "photos")
@@ -151,9 +152,7 @@ class SVEAAgent:
         target_q = torch.cat([target_q, target_q], 0)
         critic_loss = (self.svea_alpha + self.svea_beta) * (F.mse_loss(q1, target_q)
                                                              + F.mse_loss(q2, target_q))
-        self.critic_opt.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        self.critic_opt.step()
+        optimizer_step(self.critic_opt, critic_loss)
         out = {"critic_loss": critic_loss.item()}
 
         if step % self.update_freq == 0:
@@ -162,18 +161,11 @@ class SVEAAgent:
             aq1, aq2 = self.critic(hd, pi)
             alpha = self.log_alpha.exp()
             actor_loss = (alpha.detach() * log_pi - torch.min(aq1, aq2)).mean()
-            self.actor_opt.zero_grad(set_to_none=True)
-            actor_loss.backward()
-            self.actor_opt.step()
+            optimizer_step(self.actor_opt, actor_loss)
             alpha_loss = (alpha * (-log_pi - self.target_entropy).detach()).mean()
-            self.alpha_opt.zero_grad(set_to_none=True)
-            alpha_loss.backward()
-            self.alpha_opt.step()
-            with torch.no_grad():
-                for p, tp in zip(self.critic.parameters(), self.critic_target.parameters()):
-                    tp.lerp_(p, self.tau)
-                for p, tp in zip(self.encoder.parameters(), self.encoder_target.parameters()):
-                    tp.lerp_(p, self.encoder_tau)
+            optimizer_step(self.alpha_opt, alpha_loss)
+            soft_update(self.critic, self.critic_target, self.tau)
+            soft_update(self.encoder, self.encoder_target, self.encoder_tau)
             out["actor_loss"] = actor_loss.item()
         return out
 

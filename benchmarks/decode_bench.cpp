@@ -83,41 +83,44 @@ int main(int argc, char** argv) {
   spec.out_width = 84;
   double seconds = 3.0, warmup = 0.2;
   long repeats = 0;
+  bool repeats_given = false;
   int threads = 1;
   bool preload = false, whole_passes = false;
   uint64_t seed = 0;
-  for (int i = 1; i < argc; ++i) {
-    std::string error;
-    const obsaug::SpecOption taken = obsaug::take_spec_option(argc, argv, &i, &spec, &error);
-    if (taken == obsaug::SpecOption::kBad) return usage(error.c_str());
-    if (taken == obsaug::SpecOption::kTaken) continue;
-    const std::string arg = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (arg == "--seconds" && has_value) {
-      seconds = std::atof(argv[++i]);
-    } else if (arg == "--repeats" && has_value) {
-      repeats = std::atol(argv[++i]);
-      if (repeats <= 0) return usage("--repeats must be positive");
-    } else if (arg == "--warmup" && has_value) {
-      warmup = std::atof(argv[++i]);
-    } else if (arg == "--threads" && has_value) {
-      threads = std::atoi(argv[++i]);
-    } else if (arg == "--seed" && has_value) {
-      seed = std::strtoull(argv[++i], nullptr, 0);
-    } else if (arg == "--whole-passes") {
-      whole_passes = true;
-    } else if (arg == "--preload") {
-      preload = true;
-    } else if (arg.rfind("--", 0) == 0) {
-      return usage(("unknown or incomplete option " + arg).c_str());
-    } else {
-      sources.push_back(arg);
-    }
-  }
+  const std::string problem = obsaug::parse_decode_args(
+      argc, argv, 1, &spec, [&](const std::string& arg, const char* value) {
+        if (arg.rfind("--", 0) != 0) {
+          sources.push_back(arg);
+          return obsaug::kUsedArg;
+        }
+        if (arg == "--whole-passes") {
+          whole_passes = true;
+          return obsaug::kUsedArg;
+        }
+        if (arg == "--preload") {
+          preload = true;
+          return obsaug::kUsedArg;
+        }
+        if (value == nullptr) return obsaug::kUnknownArg;
+        if (arg == "--seconds") {
+          seconds = std::atof(value);
+        } else if (arg == "--repeats") {
+          repeats = std::atol(value);
+          repeats_given = true;
+        } else if (arg == "--warmup") {
+          warmup = std::atof(value);
+        } else if (arg == "--threads") {
+          threads = std::atoi(value);
+        } else if (arg == "--seed") {
+          seed = std::strtoull(value, nullptr, 0);
+        } else {
+          return obsaug::kUnknownArg;
+        }
+        return obsaug::kUsedArgAndValue;
+      });
+  if (!problem.empty()) return usage(problem.c_str());
+  if (repeats_given && repeats <= 0) return usage("--repeats must be positive");
   if (sources.empty()) return usage("need at least one image, directory, .txt list or .tar");
-  if (const std::string problem = obsaug::spec_problem(spec); !problem.empty()) {
-    return usage(problem.c_str());
-  }
   if (threads < 1) return usage("--threads must be at least 1");
   if (!(seconds > 0) && repeats == 0) return usage("--seconds must be positive");
   if (!(warmup >= 0)) return usage("--warmup must be >= 0");

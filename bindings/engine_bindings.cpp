@@ -12,6 +12,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "bindings/schema_bindings.h"
@@ -21,33 +24,37 @@
 #include "engine/source/image_source.h"
 
 namespace py = pybind11;
+using namespace pybind11::literals;  // "key"_a = value
 
 namespace obsaug::python {
 namespace {
 
 py::dict stats_dict(const EngineStats& s) {
-  py::dict d;
-  d["calls"] = s.calls;
-  d["samples"] = s.samples;
-  d["step"] = s.step;
-  d["has_pool"] = s.has_pool;
-  d["pool_decoded"] = s.pool_decoded;
-  d["pool_failed"] = s.pool_failed;
-  d["pool_uploaded"] = s.pool_uploaded;
-  d["pool_decode_rate"] = s.pool_decode_rate;
-  d["pool_mean_age_calls"] = s.pool_mean_age_calls;
-  d["pool_queue_depth"] = s.pool_queue_depth;
-  return d;
+  return py::dict(
+      "calls"_a = s.calls, "samples"_a = s.samples, "step"_a = s.step, "has_pool"_a = s.has_pool,
+      "pool_decoded"_a = s.pool_decoded, "pool_failed"_a = s.pool_failed,
+      "pool_uploaded"_a = s.pool_uploaded, "pool_decode_rate"_a = s.pool_decode_rate,
+      "pool_mean_age_calls"_a = s.pool_mean_age_calls, "pool_queue_depth"_a = s.pool_queue_depth);
+}
+
+// Engine.state_dict()'s keys and the members they hold, in dict order:
+// state_dict and state_from_dict both read this one table.
+constexpr auto kStateFields =
+    std::make_tuple(std::pair{"seed", &EngineState::seed}, std::pair{"step", &EngineState::step},
+                    std::pair{"pool_serial", &EngineState::pool_serial},
+                    std::pair{"pool_stamp", &EngineState::pool_stamp},
+                    std::pair{"pool_calls", &EngineState::pool_calls},
+                    std::pair{"pool_slots", &EngineState::pool_slots});
+
+// fn(name, member pointer) for each entry of kStateFields.
+template <typename Fn>
+void for_each_state_field(Fn&& fn) {
+  std::apply([&](const auto&... field) { (fn(field.first, field.second), ...); }, kStateFields);
 }
 
 py::dict state_dict(const EngineState& s) {
   py::dict d;
-  d["seed"] = s.seed;
-  d["step"] = s.step;
-  d["pool_serial"] = s.pool_serial;
-  d["pool_stamp"] = s.pool_stamp;
-  d["pool_calls"] = s.pool_calls;
-  d["pool_slots"] = py::cast(s.pool_slots);
+  for_each_state_field([&](const char* name, auto member) { d[name] = py::cast(s.*member); });
   return d;
 }
 
@@ -55,18 +62,13 @@ py::dict state_dict(const EngineState& s) {
 // pool image size and absolute sources included; Engine(config_dict(c))
 // loads a config equal to c.
 py::dict config_dict(const Config& c) {
-  py::dict frames;
-  frames["stack"] = c.frames.stack;
-  frames["channels"] = c.frames.channels;
-  frames["height"] = c.frames.height;
-  frames["width"] = c.frames.width;
+  const py::dict frames("stack"_a = c.frames.stack, "channels"_a = c.frames.channels,
+                        "height"_a = c.frames.height, "width"_a = c.frames.width);
   py::list pipeline;
   for (const OpSpec& op : c.pipeline) pipeline.append(op_dict(op));
-  py::dict refresh;
-  refresh["threads"] = c.pool.refresh.threads;
-  refresh["max_per_second"] = c.pool.refresh.max_per_second;
-  refresh["mode"] = to_string(c.pool.refresh.mode);
-  refresh["per_call"] = c.pool.refresh.per_call;
+  const py::dict refresh(
+      "threads"_a = c.pool.refresh.threads, "max_per_second"_a = c.pool.refresh.max_per_second,
+      "mode"_a = to_string(c.pool.refresh.mode), "per_call"_a = c.pool.refresh.per_call);
   py::dict pool;
   pool["size"] = c.pool.size;
   if (c.pool.image_height > 0 || c.pool.image_width > 0) {
@@ -77,37 +79,24 @@ py::dict config_dict(const Config& c) {
   }
   pool["sources"] = py::cast(c.pool.sources);
   pool["refresh"] = refresh;
-  py::dict output;
-  output["dtype"] = to_string(c.output.dtype);
-  output["scale"] = c.output.scale;
-  output["bias"] = c.output.bias;
-  py::dict d;
-  d["device"] = c.device;
-  d["seed"] = c.seed;
-  d["frames"] = frames;
-  d["pipeline"] = pipeline;
-  d["pool"] = pool;
-  d["output"] = output;
-  return d;
+  const py::dict output("dtype"_a = to_string(c.output.dtype), "scale"_a = c.output.scale,
+                        "bias"_a = c.output.bias);
+  return py::dict("device"_a = c.device, "seed"_a = c.seed, "frames"_a = frames,
+                  "pipeline"_a = pipeline, "pool"_a = pool, "output"_a = output);
 }
 
 EngineState state_from_dict(const py::dict& d) {
-  static const char* const kKeys[] = {"seed",       "step",       "pool_serial",
-                                      "pool_stamp", "pool_calls", "pool_slots"};
-  for (const char* key : kKeys) {
-    if (!d.contains(key)) {
-      throw py::value_error(std::string("state_dict is missing '") + key +
-                            "' (expected the keys of Engine.state_dict(): seed, step, "
-                            "pool_serial, pool_stamp, pool_calls, pool_slots)");
-    }
-  }
+  std::string keys;
+  for_each_state_field(
+      [&](const char* name, auto) { keys += (keys.empty() ? "" : ", ") + std::string(name); });
   EngineState s;
-  s.seed = d["seed"].cast<uint64_t>();
-  s.step = d["step"].cast<uint64_t>();
-  s.pool_serial = d["pool_serial"].cast<uint64_t>();
-  s.pool_stamp = d["pool_stamp"].cast<uint64_t>();
-  s.pool_calls = d["pool_calls"].cast<uint64_t>();
-  s.pool_slots = d["pool_slots"].cast<std::vector<uint64_t>>();
+  for_each_state_field([&](const char* name, auto member) {
+    if (!d.contains(name)) {
+      throw py::value_error(std::string("state_dict is missing '") + name +
+                            "' (expected the keys of Engine.state_dict(): " + keys + ")");
+    }
+    s.*member = d[name].cast<std::decay_t<decltype(s.*member)>>();
+  });
   return s;
 }
 

@@ -16,6 +16,7 @@
 #include "engine/pool/distractor_pool.h"
 
 namespace py = pybind11;
+using namespace pybind11::literals;  // "key"_a = value
 
 namespace obsaug::python {
 namespace {
@@ -46,21 +47,23 @@ std::pair<int, int> image_size_pair(const py::object& size) {
 py::dict stats_dict(const DistractorPoolStats& s) {
   py::list failures;
   for (const auto& f : s.first_failures) {
-    py::dict d;
-    d["path"] = f.path;
-    d["message"] = f.message;
-    failures.append(d);
+    failures.append(py::dict("path"_a = f.path, "message"_a = f.message));
   }
-  py::dict d;
-  d["decoded"] = s.decoded;
-  d["failed"] = s.failed;
-  d["uploaded"] = s.uploaded;
-  d["decode_rate"] = s.decode_rate;
-  d["mean_age_calls"] = s.mean_age_calls;
-  d["queue_depth"] = s.queue_depth;
-  d["calls"] = s.calls;
-  d["first_failures"] = failures;
-  return d;
+  return py::dict("decoded"_a = s.decoded, "failed"_a = s.failed, "uploaded"_a = s.uploaded,
+                  "decode_rate"_a = s.decode_rate, "mean_age_calls"_a = s.mean_age_calls,
+                  "queue_depth"_a = s.queue_depth, "calls"_a = s.calls,
+                  "first_failures"_a = failures);
+}
+
+// The cursor as the dict pool.cursor reads and writes.
+py::dict cursor_dict(const PoolCursor& c) {
+  return py::dict("next_serial"_a = c.next_serial, "next_stamp"_a = c.next_stamp,
+                  "calls"_a = c.calls);
+}
+
+PoolCursor cursor_from_dict(const py::dict& d) {
+  return PoolCursor{d["next_serial"].cast<uint64_t>(), d["next_stamp"].cast<uint64_t>(),
+                    d["calls"].cast<uint64_t>()};
 }
 
 }  // namespace
@@ -111,28 +114,15 @@ order (mode="sync", bit-reproducible).)doc")
       .def_property_readonly("closed", &DistractorPool::closed)
       .def_property_readonly("num_files", [](const DistractorPool& p) { return p.refs().size(); })
       .def_property(
-          "cursor",
-          [](const DistractorPool& p) {
-            const PoolCursor c = p.cursor();
-            py::dict d;
-            d["next_serial"] = c.next_serial;
-            d["next_stamp"] = c.next_stamp;
-            d["calls"] = c.calls;
-            return d;
-          },
-          [](DistractorPool& p, const py::dict& d) {
-            p.set_cursor(PoolCursor{d["next_serial"].cast<uint64_t>(),
-                                    d["next_stamp"].cast<uint64_t>(), d["calls"].cast<uint64_t>()});
-          },
+          "cursor", [](const DistractorPool& p) { return cursor_dict(p.cursor()); },
+          [](DistractorPool& p, const py::dict& d) { p.set_cursor(cursor_from_dict(d)); },
           "Where the refresh stands (next_serial, next_stamp, calls), to save and restore.")
       .def("slot_serials", &DistractorPool::slot_serials,
            "The serial (file order position) of the image each slot holds.")
       .def(
           "restore",
           [](DistractorPool& p, const py::dict& cursor, const std::vector<uint64_t>& slots) {
-            const PoolCursor c{cursor["next_serial"].cast<uint64_t>(),
-                               cursor["next_stamp"].cast<uint64_t>(),
-                               cursor["calls"].cast<uint64_t>()};
+            const PoolCursor c = cursor_from_dict(cursor);
             py::gil_scoped_release release;  // P decodes
             p.restore(c, slots);
           },

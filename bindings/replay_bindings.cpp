@@ -9,6 +9,9 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "replay/replay_buffer.h"
@@ -17,18 +20,14 @@
 #endif
 
 namespace py = pybind11;
+using namespace pybind11::literals;  // "key"_a = value
 
 namespace obsaug::python {
 namespace {
 
 py::dict batch_dict(const ReplayBatch& b) {
-  py::dict d;
-  d["obs"] = b.obs;
-  d["action"] = b.action;
-  d["reward"] = b.reward;
-  d["discount"] = b.discount;
-  d["next_obs"] = b.next_obs;
-  d["indices"] = b.indices;
+  py::dict d("obs"_a = b.obs, "action"_a = b.action, "reward"_a = b.reward,
+             "discount"_a = b.discount, "next_obs"_a = b.next_obs, "indices"_a = b.indices);
   if (b.weights.defined()) d["weights"] = b.weights;
   return d;
 }
@@ -51,33 +50,60 @@ ReplayBatch sample(ReplayBuffer& rb, int64_t batch, const py::object& augment, b
                        std::string(py::str(py::type::handle_of(augment).attr("__name__"))));
 }
 
+// ReplayOptions but the device: the native constructor's keyword arguments
+// and the read-only properties of the same names, in one table.
+constexpr auto kOptionFields = std::make_tuple(
+    std::pair{"capacity", &ReplayOptions::capacity},
+    std::pair{"frame_shape", &ReplayOptions::frame_shape},
+    std::pair{"frame_stack", &ReplayOptions::frame_stack},
+    std::pair{"action_shape", &ReplayOptions::action_shape},
+    std::pair{"action_dtype", &ReplayOptions::action_dtype},
+    std::pair{"n_step", &ReplayOptions::n_step}, std::pair{"gamma", &ReplayOptions::gamma},
+    std::pair{"prioritized", &ReplayOptions::prioritized},
+    std::pair{"alpha", &ReplayOptions::alpha}, std::pair{"beta", &ReplayOptions::beta},
+    std::pair{"seed", &ReplayOptions::seed});
+
+// fn(name, member pointer) for each entry of kOptionFields.
+template <typename Fn>
+void for_each_option_field(Fn&& fn) {
+  std::apply([&](const auto&... field) { (fn(field.first, field.second), ...); }, kOptionFields);
+}
+
+// "capacity, frame_shape, ..., seed", for error messages.
+std::string option_names() {
+  std::string names;
+  for_each_option_field(
+      [&](const char* name, auto) { names += (names.empty() ? "" : ", ") + std::string(name); });
+  return names;
+}
+
 }  // namespace
 
 void bind_replay(py::module& m) {
-  py::class_<ReplayBuffer>(m, "ReplayBuffer", "Native replay buffer; use obsaug.ReplayBuffer.")
-      .def(py::init([](int64_t capacity, std::vector<int64_t> frame_shape, int32_t frame_stack,
-                       std::vector<int64_t> action_shape, at::ScalarType action_dtype,
-                       const std::string& device, int32_t n_step, double gamma, bool prioritized,
-                       double alpha, double beta, uint64_t seed) {
-             ReplayOptions o;
-             o.capacity = capacity;
-             o.frame_shape = std::move(frame_shape);
-             o.frame_stack = frame_stack;
-             o.action_shape = std::move(action_shape);
-             o.action_dtype = action_dtype;
-             o.device = c10::Device(device);
-             o.n_step = n_step;
-             o.gamma = gamma;
-             o.prioritized = prioritized;
-             o.alpha = alpha;
-             o.beta = beta;
-             o.seed = seed;
-             return ReplayBuffer(std::move(o));
-           }),
-           py::arg("capacity"), py::arg("frame_shape"), py::arg("frame_stack"),
-           py::arg("action_shape"), py::arg("action_dtype"), py::arg("device"), py::arg("n_step"),
-           py::arg("gamma"), py::arg("prioritized"), py::arg("alpha"), py::arg("beta"),
-           py::arg("seed"))
+  py::class_<ReplayBuffer> cls(m, "ReplayBuffer", "Native replay buffer; use obsaug.ReplayBuffer.");
+  for_each_option_field([&](const char* name, auto member) {
+    cls.def_property_readonly(name,
+                              [member](const ReplayBuffer& rb) { return rb.options().*member; });
+  });
+  cls.def(py::init([](const std::string& device, const py::kwargs& options) {
+            const size_t expected = std::tuple_size_v<decltype(kOptionFields)>;
+            if (options.size() != expected) {
+              throw py::type_error("ReplayBuffer takes the device and " + std::to_string(expected) +
+                                   " options by keyword (" + option_names() + "), got " +
+                                   std::to_string(options.size()));
+            }
+            ReplayOptions o;
+            o.device = c10::Device(device);
+            for_each_option_field([&](const char* name, auto member) {
+              if (!options.contains(name)) {
+                throw py::type_error(std::string("ReplayBuffer is missing the option '") + name +
+                                     "' (expected " + option_names() + ")");
+              }
+              o.*member = options[name].cast<std::decay_t<decltype(o.*member)>>();
+            });
+            return ReplayBuffer(std::move(o));
+          }),
+          py::arg("device"))
       .def("add_first", &ReplayBuffer::add_first, py::arg("frames"), py::arg("envs"),
            py::call_guard<py::gil_scoped_release>())
       .def("add",
@@ -109,25 +135,8 @@ void bind_replay(py::module& m) {
                 dir, device ? std::optional<c10::Device>(c10::Device(*device)) : std::nullopt);
           },
           py::arg("dir"), py::arg("device") = py::none())
-      .def_property_readonly("capacity",
-                             [](const ReplayBuffer& rb) { return rb.options().capacity; })
-      .def_property_readonly("frame_shape",
-                             [](const ReplayBuffer& rb) { return rb.options().frame_shape; })
-      .def_property_readonly("frame_stack",
-                             [](const ReplayBuffer& rb) { return rb.options().frame_stack; })
-      .def_property_readonly("action_shape",
-                             [](const ReplayBuffer& rb) { return rb.options().action_shape; })
-      .def_property_readonly("action_dtype",
-                             [](const ReplayBuffer& rb) { return rb.options().action_dtype; })
       .def_property_readonly("device",
                              [](const ReplayBuffer& rb) { return rb.options().device.str(); })
-      .def_property_readonly("n_step", [](const ReplayBuffer& rb) { return rb.options().n_step; })
-      .def_property_readonly("gamma", [](const ReplayBuffer& rb) { return rb.options().gamma; })
-      .def_property_readonly("prioritized",
-                             [](const ReplayBuffer& rb) { return rb.options().prioritized; })
-      .def_property_readonly("alpha", [](const ReplayBuffer& rb) { return rb.options().alpha; })
-      .def_property_readonly("beta", [](const ReplayBuffer& rb) { return rb.options().beta; })
-      .def_property_readonly("seed", [](const ReplayBuffer& rb) { return rb.options().seed; })
       .def_property_readonly("size", &ReplayBuffer::size)
       .def_property_readonly("num_valid", &ReplayBuffer::num_valid)
       .def_property_readonly("total_frames", &ReplayBuffer::total_frames)

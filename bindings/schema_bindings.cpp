@@ -8,38 +8,22 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/name_table.h"
+
 namespace py = pybind11;
 
 namespace obsaug::python {
 namespace {
 
-const char* type_name(KeyType type) {
-  switch (type) {
-    case KeyType::kInt:
-      return "int";
-    case KeyType::kFloat:
-      return "float";
-    case KeyType::kBool:
-      return "bool";
-    case KeyType::kEnum:
-      return "enum";
-    case KeyType::kSize:
-      return "size";
-  }
-  return "?";
-}
-
-const char* effect_name(FrameEffect effect) {
-  switch (effect) {
-    case FrameEffect::kKeeps:
-      return "keeps";
-    case FrameEffect::kCropsToSize:
-      return "crops_to_size";
-    case FrameEffect::kGrowsToSize:
-      return "grows_to_size";
-  }
-  return "?";
-}
+// The names op_schema() gives key types and frame effects.
+constexpr NamedValue<KeyType> kTypeNames[] = {{KeyType::kInt, "int"},
+                                              {KeyType::kFloat, "float"},
+                                              {KeyType::kBool, "bool"},
+                                              {KeyType::kEnum, "enum"},
+                                              {KeyType::kSize, "size"}};
+constexpr NamedValue<FrameEffect> kEffectNames[] = {{FrameEffect::kKeeps, "keeps"},
+                                                    {FrameEffect::kCropsToSize, "crops_to_size"},
+                                                    {FrameEffect::kGrowsToSize, "grows_to_size"}};
 
 py::object to_python(const KeyValue& value) {
   if (const auto* i = std::get_if<int64_t>(&value)) return py::int_(*i);
@@ -57,7 +41,7 @@ py::object to_python(const KeyValue& value) {
 
 py::dict key_dict(const KeySpec& key) {
   py::dict d;
-  d["type"] = type_name(key.type);
+  d["type"] = name_of(kTypeNames, key.type, "?");
   d["default"] = to_python(key.default_value);
   d["optional"] = key.optional;
   d["required"] = key.required;
@@ -97,7 +81,7 @@ py::dict schema_dict() {
     py::dict d;
     d["doc"] = op.doc;
     d["keys"] = keys;
-    d["frame_size"] = effect_name(op.frame_effect);
+    d["frame_size"] = name_of(kEffectNames, op.frame_effect, "?");
     d["size_key"] = op.size_key.empty() ? py::object(py::none()) : py::str(op.size_key);
     d["needs_square"] = op.needs_square;
     d["needs_pool"] = op.needs.pool;

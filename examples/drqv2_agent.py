@@ -142,6 +142,20 @@ def noisy(mu: torch.Tensor, std: float, clip: float = 0.3) -> torch.Tensor:
     return (mu + eps).clamp(-1.0, 1.0)
 
 
+def optimizer_step(opt: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+    """One gradient step of ``opt`` on ``loss``."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+
+
+@torch.no_grad()
+def soft_update(net: nn.Module, target: nn.Module, tau: float) -> None:
+    """Moves ``target``'s parameters a fraction ``tau`` towards ``net``'s (Polyak averaging)."""
+    for p, tp in zip(net.parameters(), target.parameters()):
+        tp.lerp_(p, tau)
+
+
 class DrQV2:
     def __init__(self, action_dim: int, device: torch.device, lr: float = 1e-4,
                  feature_dim: int = 50, hidden: int = 1024, tau: float = 0.01):
@@ -181,12 +195,8 @@ class DrQV2:
         a = noisy(self.actor(h), std)
         aq1, aq2 = self.critic(h, a)
         actor_loss = -torch.min(aq1, aq2).mean()
-        self.actor_opt.zero_grad(set_to_none=True)
-        actor_loss.backward()
-        self.actor_opt.step()
-        with torch.no_grad():
-            for p, tp in zip(self.critic.parameters(), self.critic_target.parameters()):
-                tp.lerp_(p, self.tau)
+        optimizer_step(self.actor_opt, actor_loss)
+        soft_update(self.critic, self.critic_target, self.tau)
         return float(critic_loss), float(actor_loss)
 
 

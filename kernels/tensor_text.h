@@ -11,39 +11,27 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/name_table.h"
+
 namespace obsaug {
 
 // torch's Python name of a dtype (torch.uint8 -> "uint8"); c10's own name
 // for the rare ones Python spells the same way c10 does not list here.
 inline std::string dtype_name(at::ScalarType t) {
-  switch (t) {
-    case at::kByte:
-      return "uint8";
-    case at::kChar:
-      return "int8";
-    case at::kShort:
-      return "int16";
-    case at::kInt:
-      return "int32";
-    case at::kLong:
-      return "int64";
-    case at::kHalf:
-      return "float16";
-    case at::kBFloat16:
-      return "bfloat16";
-    case at::kFloat:
-      return "float32";
-    case at::kDouble:
-      return "float64";
-    case at::kBool:
-      return "bool";
-    case at::kComplexFloat:
-      return "complex64";
-    case at::kComplexDouble:
-      return "complex128";
-    default:
-      return c10::toString(t);
-  }
+  static constexpr NamedValue<at::ScalarType> kNames[] = {{at::kByte, "uint8"},
+                                                          {at::kChar, "int8"},
+                                                          {at::kShort, "int16"},
+                                                          {at::kInt, "int32"},
+                                                          {at::kLong, "int64"},
+                                                          {at::kHalf, "float16"},
+                                                          {at::kBFloat16, "bfloat16"},
+                                                          {at::kFloat, "float32"},
+                                                          {at::kDouble, "float64"},
+                                                          {at::kBool, "bool"},
+                                                          {at::kComplexFloat, "complex64"},
+                                                          {at::kComplexDouble, "complex128"}};
+  const char* name = name_of(kNames, t);
+  return name != nullptr ? name : c10::toString(t);
 }
 
 // "[2, 9, 84]"; "[]" for a scalar.

@@ -45,4 +45,29 @@ inline std::string spec_problem(const AugmentSpec& spec) {
   return "";
 }
 
+// What a binary's own option reader did with an argument.
+inline constexpr int kUsedArg = 0;          // the argument alone (a flag)
+inline constexpr int kUsedArgAndValue = 1;  // the argument and the one after it
+inline constexpr int kUnknownArg = -1;      // not an option of this binary
+
+// Reads argv[first, argc): the spec options above into `spec`, every other
+// argument through own(arg, value), `value` being the argument after it or
+// nullptr at the end, which returns one of the three above. Returns the
+// first problem (an unknown or incomplete option, a bad spec option, then
+// spec_problem of the result), empty when the command line is fine.
+template <typename Own>
+std::string parse_decode_args(int argc, char** argv, int first, AugmentSpec* spec, Own&& own) {
+  for (int i = first; i < argc; ++i) {
+    std::string error;
+    const SpecOption taken = take_spec_option(argc, argv, &i, spec, &error);
+    if (taken == SpecOption::kBad) return error;
+    if (taken == SpecOption::kTaken) continue;
+    const std::string arg = argv[i];
+    const int used = own(arg, i + 1 < argc ? argv[i + 1] : nullptr);
+    if (used == kUnknownArg) return "unknown or incomplete option " + arg;
+    i += used;
+  }
+  return spec_problem(*spec);
+}
+
 }  // namespace obsaug

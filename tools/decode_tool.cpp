@@ -38,26 +38,23 @@ int main(int argc, char** argv) {
   const std::string in_path = argv[1], out_path = argv[2];
   obsaug::AugmentSpec spec;
   uint64_t seed = 0, serial = 0;
-  for (int i = 3; i < argc; ++i) {
-    std::string error;
-    const obsaug::SpecOption taken = obsaug::take_spec_option(argc, argv, &i, &spec, &error);
-    if (taken == obsaug::SpecOption::kBad) return usage(error.c_str());
-    if (taken == obsaug::SpecOption::kTaken) continue;
-    const std::string arg = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (arg == "--seed" && has_value) {
-      seed = std::strtoull(argv[++i], nullptr, 0);
-    } else if (arg == "--serial" && has_value) {
-      serial = std::strtoull(argv[++i], nullptr, 0);
-    } else if (arg == "--whole") {
-      spec.random_crop = false;
-    } else {
-      return usage(("unknown or incomplete option " + arg).c_str());
-    }
-  }
-  if (const std::string problem = obsaug::spec_problem(spec); !problem.empty()) {
-    return usage(problem.c_str());
-  }
+  const std::string problem = obsaug::parse_decode_args(
+      argc, argv, 3, &spec, [&](const std::string& arg, const char* value) {
+        if (arg == "--seed" && value) {
+          seed = std::strtoull(value, nullptr, 0);
+          return obsaug::kUsedArgAndValue;
+        }
+        if (arg == "--serial" && value) {
+          serial = std::strtoull(value, nullptr, 0);
+          return obsaug::kUsedArgAndValue;
+        }
+        if (arg == "--whole") {
+          spec.random_crop = false;
+          return obsaug::kUsedArg;
+        }
+        return obsaug::kUnknownArg;
+      });
+  if (!problem.empty()) return usage(problem.c_str());
 
   try {
     obsaug::ImageRef ref;

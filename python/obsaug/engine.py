@@ -29,6 +29,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 import torch
 
 from . import _C
+from ._closing import Closing
 
 __all__ = ["Engine"]
 
@@ -43,7 +44,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-class Engine:
+class Engine(Closing):
     """Applies a configured augmentation pipeline to ``[B, S*C, H, W]`` observations."""
 
     def __init__(self, config: Union[str, "os.PathLike[str]", Mapping[str, Any]], *,
@@ -143,20 +144,6 @@ class Engine:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._native.load_state_dict(dict(state))
-
-    def close(self) -> None:
-        """Stops the pool's decoder threads; later augment calls raise RuntimeError."""
-        self._native.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._native.closed
-
-    def __enter__(self) -> "Engine":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return (f"obsaug.Engine(device={self._native.device!r}, step={self.step}, "

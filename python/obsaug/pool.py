@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
 import torch
 
 from . import _C
+from ._closing import Closing
 
 __all__ = ["DistractorPool"]
 
@@ -33,7 +34,7 @@ _Sources = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"
 _STATE_KEYS = ("next_serial", "next_stamp", "calls", "slot_serials")
 
 
-class DistractorPool:
+class DistractorPool(Closing):
     """Decoded distractor photographs for the overlay op, refreshed in the background."""
 
     def __init__(self, sources: _Sources, size: int = 1024,
@@ -125,20 +126,6 @@ class DistractorPool:
                              f"DistractorPool.state_dict(): {', '.join(_STATE_KEYS)})")
         cursor = {key: int(state[key]) for key in _STATE_KEYS[:3]}
         self._native.restore(cursor, [int(s) for s in state["slot_serials"]])
-
-    def close(self) -> None:
-        """Stops and joins the decoder threads; idempotent. Later ``refresh`` calls raise."""
-        self._native.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._native.closed
-
-    def __enter__(self) -> "DistractorPool":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return repr(self._native)

@@ -82,9 +82,11 @@ class ReplayBuffer:
         if not isinstance(action_dtype, torch.dtype):
             raise TypeError(f"action_dtype must be a torch.dtype, got {action_dtype!r}")
         self._native = _C.ReplayBuffer(
-            _int64("capacity", capacity), [int(s) for s in frame_shape], int(frame_stack),
-            [int(s) for s in action_shape], action_dtype, str(torch.device(device)), int(n_step),
-            float(gamma), bool(prioritized), float(alpha), float(beta), int(seed))
+            str(torch.device(device)), capacity=_int64("capacity", capacity),
+            frame_shape=[int(s) for s in frame_shape], frame_stack=int(frame_stack),
+            action_shape=[int(s) for s in action_shape], action_dtype=action_dtype,
+            n_step=int(n_step), gamma=float(gamma), prioritized=bool(prioritized),
+            alpha=float(alpha), beta=float(beta), seed=int(seed))
 
     # --- adding ---------------------------------------------------------------
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -200,33 +201,43 @@ TEST(CudaEmulationDeathTest, ThreadSanitizerSeesTheReadBeforeTheBarrier) {
 }
 #endif
 
-TEST(CudaEmulation, DivergentBarriersAreReported) {
-  for (uint64_t order : kOrders) {
-    std::vector<int> out(64, 0);
-    try {
-      cuda_emu::launch({dim3(2), dim3(64), 0, order}, divergent_barrier, out.data());
-      ADD_FAILURE() << "no LaunchError for threads at two barriers, order " << order;
-    } catch (const cuda_emu::LaunchError& e) {
-      const std::string message = e.what();
-      EXPECT_NE(message.find("divergent __syncthreads"), std::string::npos) << message;
-      EXPECT_NE(message.find("threads 0-31 wait at"), std::string::npos) << message;
-      EXPECT_NE(message.find("threads 32-63 wait at"), std::string::npos) << message;
-    }
+// Runs launch(), which must throw a LaunchError whose message holds each of `words`.
+template <typename Launch>
+void expect_launch_error(Launch&& launch, std::initializer_list<const char*> words) {
+  try {
+    launch();
+    ADD_FAILURE() << "no LaunchError, expected one about: " << *words.begin();
+  } catch (const cuda_emu::LaunchError& e) {
+    const std::string message = e.what();
+    for (const char* w : words) EXPECT_NE(message.find(w), std::string::npos) << message;
   }
 }
 
-TEST(CudaEmulation, BarrierAfterSomeThreadsReturnedIsReported) {
+// Launches kernel(out) on grid x block in every order; each launch must be
+// reported with a LaunchError holding each of `words`.
+void expect_reported_in_every_order(dim3 grid, dim3 block, void (*kernel)(int*),
+                                    std::initializer_list<const char*> words) {
   for (uint64_t order : kOrders) {
-    std::vector<int> out(8, 0);
-    try {
-      cuda_emu::launch({dim3(1), dim3(8), 0, order}, barrier_after_return, out.data());
-      ADD_FAILURE() << "no LaunchError for a barrier after returns, order " << order;
-    } catch (const cuda_emu::LaunchError& e) {
-      const std::string message = e.what();
-      EXPECT_NE(message.find("threads 0, 2, 4, 6 wait at"), std::string::npos) << message;
-      EXPECT_NE(message.find("threads 1, 3, 5, 7 have returned"), std::string::npos) << message;
-    }
+    SCOPED_TRACE("order " + std::to_string(order));
+    std::vector<int> out(static_cast<size_t>(grid.x) * block.x, 0);
+    expect_launch_error(
+        [&] {
+          cuda_emu::launch({grid, block, 0, order}, kernel, out.data());
+        },
+        words);
   }
+}
+
+TEST(CudaEmulation, DivergentBarriersAreReported) {
+  expect_reported_in_every_order(
+      dim3(2), dim3(64), divergent_barrier,
+      {"divergent __syncthreads", "threads 0-31 wait at", "threads 32-63 wait at"});
+}
+
+TEST(CudaEmulation, BarrierAfterSomeThreadsReturnedIsReported) {
+  expect_reported_in_every_order(
+      dim3(1), dim3(8), barrier_after_return,
+      {"threads 0, 2, 4, 6 wait at", "threads 1, 3, 5, 7 have returned"});
 }
 
 TEST(CudaEmulation, ThreadsMayReturnWhenNoBarrierFollows) {
@@ -240,12 +251,7 @@ TEST(CudaEmulation, ThreadsMayReturnWhenNoBarrierFollows) {
 TEST(CudaEmulation, InvalidLaunchesAreRejected) {
   std::vector<int> out(2048, 0);
   const auto rejected = [&](const cuda_emu::LaunchConfig& config, const char* words) {
-    try {
-      cuda_emu::launch(config, early_return, 0, out.data());
-      ADD_FAILURE() << "no LaunchError, expected one about: " << words;
-    } catch (const cuda_emu::LaunchError& e) {
-      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-    }
+    expect_launch_error([&] { cuda_emu::launch(config, early_return, 0, out.data()); }, {words});
   };
   rejected({dim3(1), dim3(1025), 0, 0}, "must have 1 to 1024 threads");
   rejected({dim3(1), dim3(0), 0, 0}, "must have 1 to 1024 threads");

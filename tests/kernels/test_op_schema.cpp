@@ -146,22 +146,26 @@ TEST(OpSchema, FrameEffectsAndNeeds) {
 }
 
 TEST(OpSchema, RangeAndDefaultTexts) {
-  const OpSchema& shift = op_schema(OpKind::kShift);
-  const OpSchema& crop = op_schema(OpKind::kCrop);
-  const OpSchema& overlay = op_schema(OpKind::kOverlay);
-  EXPECT_EQ(shift.keys[0].range_text(), "0..1048576");
-  EXPECT_EQ(shift.keys[0].default_text(), "4");
-  EXPECT_EQ(shift.keys[1].range_text(), "replicate, zeros");
-  EXPECT_EQ(shift.keys[1].default_text(), "replicate");
-  EXPECT_EQ(shift.keys[2].range_text(), "0..65535");
-  EXPECT_EQ(shift.keys[2].default_text(), "none");
-  EXPECT_EQ(crop.keys[0].range_text(), "1..1073741824 per side");
-  EXPECT_EQ(crop.keys[0].default_text(), "required");
-  EXPECT_EQ(crop.keys[1].range_text(), "true, false");
-  EXPECT_EQ(crop.keys[1].default_text(), "false");
-  EXPECT_EQ(overlay.keys[0].range_text(), "[0, 1]");
-  EXPECT_EQ(overlay.keys[0].default_text(), "0.5");
-  EXPECT_EQ(overlay.keys[1].range_text(), "[alpha, 1]");
+  // op, key index, range_text(), default_text() (nullptr: not checked)
+  struct Case {
+    OpKind op;
+    size_t key;
+    const char* range;
+    const char* fallback;
+  };
+  const Case cases[] = {{OpKind::kShift, 0, "0..1048576", "4"},
+                        {OpKind::kShift, 1, "replicate, zeros", "replicate"},
+                        {OpKind::kShift, 2, "0..65535", "none"},
+                        {OpKind::kCrop, 0, "1..1073741824 per side", "required"},
+                        {OpKind::kCrop, 1, "true, false", "false"},
+                        {OpKind::kOverlay, 0, "[0, 1]", "0.5"},
+                        {OpKind::kOverlay, 1, "[alpha, 1]", nullptr}};
+  for (const Case& c : cases) {
+    const KeySpec& key = op_schema(c.op).keys.at(c.key);
+    SCOPED_TRACE(op_schema(c.op).name + "." + key.name);
+    EXPECT_EQ(key.range_text(), c.range);
+    if (c.fallback != nullptr) EXPECT_EQ(key.default_text(), c.fallback);
+  }
 }
 
 // ---------------------------------------------------------------- ranges

@@ -275,14 +275,7 @@ TEST(BlendWeight, RoundsHalfUp) {
 
 FrameGeometry frames(int64_t h, int64_t w, int64_t c = 3, int64_t pool = 0, int64_t ph = 0,
                      int64_t pw = 0) {
-  FrameGeometry g;
-  g.height = h;
-  g.width = w;
-  g.frame_channels = c;
-  g.pool_size = pool;
-  g.pool_h = ph;
-  g.pool_w = pw;
-  return g;
+  return FrameGeometry{h, w, c, pool, ph, pw};
 }
 
 TEST(ResolvePipeline, SizesFlowThroughCrops) {

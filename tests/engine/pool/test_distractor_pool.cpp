@@ -62,6 +62,12 @@ void write_jpegs(const TempDir& dir, int n, int w = 96, int h = 72) {
   }
 }
 
+// A temporary folder holding `n` JPEGs from write_jpegs.
+class JpegDir : public TempDir {
+ public:
+  explicit JpegDir(int n, int w = 96, int h = 72) { write_jpegs(*this, n, w, h); }
+};
+
 DistractorPoolOptions small_options(const TempDir& dir, int64_t size, RefreshMode mode) {
   DistractorPoolOptions o;
   o.sources = {dir.path().string()};
@@ -140,8 +146,7 @@ TEST(PermutedIndex, IsABijectionThatDependsOnSeedAndEpoch) {
 }
 
 TEST(DistractorPool, FillPutsAnIndependentlyDecodedImageInEverySlot) {
-  TempDir dir;
-  write_jpegs(dir, 9);
+  JpegDir dir(9);
   DistractorPoolOptions o = small_options(dir, 20, RefreshMode::kAsync);
   o.threads = 3;
   DistractorPool pool(o);
@@ -163,8 +168,7 @@ TEST(DistractorPool, FillPutsAnIndependentlyDecodedImageInEverySlot) {
 }
 
 TEST(DistractorPool, AsyncRefreshReplacesOldestFirst) {
-  TempDir dir;
-  write_jpegs(dir, 5);
+  JpegDir dir(5);
   DistractorPool pool(small_options(dir, 8, RefreshMode::kAsync));
   const int64_t P = 8;
   uint64_t rounds_with_uploads = 0;
@@ -203,8 +207,7 @@ TEST(DistractorPool, AsyncRefreshReplacesOldestFirst) {
 // staged that image: a torn copy, or a worker writing a staging slot while
 // its copy is read, or anything writing the pool outside prepare, fails.
 TEST(DistractorPool, StressNoTornImagesUnderFullSpeedRefresh) {
-  TempDir dir;
-  write_jpegs(dir, 6, 64, 48);
+  JpegDir dir(6, 64, 48);
   DistractorPoolOptions o = small_options(dir, 16, RefreshMode::kAsync);
   o.threads = 4;
   DistractorPool pool(o);
@@ -227,8 +230,7 @@ TEST(DistractorPool, StressNoTornImagesUnderFullSpeedRefresh) {
 }
 
 TEST(DistractorPool, CorruptFilesAreSkippedCountedAndReported) {
-  TempDir dir;
-  write_jpegs(dir, 3);
+  JpegDir dir(3);
   const Bytes good = make_jpeg(80, 60, 1);
   write_file(dir / "zero.jpg", {});
   write_file(dir / "truncated.jpg", Bytes(good.begin(), good.begin() + good.size() / 2));
@@ -258,8 +260,7 @@ TEST(DistractorPool, CorruptFilesAreSkippedCountedAndReported) {
 }
 
 TEST(DistractorPool, FileDeletedMidRunIsACountedFailure) {
-  TempDir dir;
-  write_jpegs(dir, 6);
+  JpegDir dir(6);
   DistractorPool pool(small_options(dir, 4, RefreshMode::kAsync));
   EXPECT_EQ(pool.stats().failed, 0u);
   for (int i = 0; i < 3; ++i) {
@@ -298,8 +299,7 @@ TEST(DistractorPool, SourceWithoutUsableImageFailsNamingThePath) {
 }
 
 TEST(DistractorPool, BadOptionsAreRejectedWithTheValue) {
-  TempDir dir;
-  write_jpegs(dir, 1);
+  JpegDir dir(1);
   DistractorPoolOptions o = small_options(dir, 4, RefreshMode::kAsync);
   o.channels = 2;
   try {
@@ -312,8 +312,7 @@ TEST(DistractorPool, BadOptionsAreRejectedWithTheValue) {
 }
 
 TEST(DistractorPool, WorkerExceptionReachesTheNextPrepare) {
-  TempDir dir;
-  write_jpegs(dir, 3);
+  JpegDir dir(3);
   DistractorPoolOptions o = small_options(dir, 4, RefreshMode::kAsync);
   o.before_decode = [](const ImageRef&, uint64_t serial) {
     if (serial == 10) throw std::runtime_error("injected failure at serial 10");
@@ -335,8 +334,7 @@ TEST(DistractorPool, WorkerExceptionReachesTheNextPrepare) {
 }
 
 TEST(DistractorPool, ShutdownUnderLoadIsQuick) {
-  TempDir dir;
-  write_jpegs(dir, 4);
+  JpegDir dir(4);
   {  // queues full: nobody consumes, every worker waits for a free slot
     DistractorPoolOptions o = small_options(dir, 4, RefreshMode::kAsync);
     o.threads = 4;
@@ -377,8 +375,7 @@ TEST(DistractorPool, ShutdownUnderLoadIsQuick) {
 }
 
 TEST(DistractorPool, RateCapThrottlesTheWorkers) {
-  TempDir dir;
-  write_jpegs(dir, 4);
+  JpegDir dir(4);
   DistractorPoolOptions o = small_options(dir, 4, RefreshMode::kAsync);
   o.max_per_second = 40;
   DistractorPool pool(o);
@@ -395,8 +392,7 @@ TEST(DistractorPool, RateCapThrottlesTheWorkers) {
 }
 
 TEST(DistractorPool, SyncModeIsBitReproducible) {
-  TempDir dir;
-  write_jpegs(dir, 7);
+  JpegDir dir(7);
   write_file(dir / "broken.jpg", Bytes(100, 0x42));
   DistractorPoolOptions o = small_options(dir, 10, RefreshMode::kSync);
   o.threads = 3;
@@ -431,8 +427,7 @@ TEST(DistractorPool, SyncModeIsBitReproducible) {
 }
 
 TEST(DistractorPool, StatsTrackAgeAndUploads) {
-  TempDir dir;
-  write_jpegs(dir, 5);
+  JpegDir dir(5);
   DistractorPoolOptions o = small_options(dir, 6, RefreshMode::kSync);
   o.per_call = 2;
   DistractorPool pool(o);
@@ -454,8 +449,7 @@ TEST(DistractorPool, StatsTrackAgeAndUploads) {
 // exactly that pool's images and SlotInfo, and continues bit-exactly in sync
 // mode; it needs no test hook and no state outside the pool.
 TEST(DistractorPool, RestoreRebuildsTheContentAndContinuesExactly) {
-  TempDir dir;
-  write_jpegs(dir, 7);
+  JpegDir dir(7);
   write_file(dir / "broken.jpg", Bytes(100, 0x42));  // failed serials are skipped, not held
   const DistractorPoolOptions o = small_options(dir, 10, RefreshMode::kSync);
   DistractorPool a(o);
@@ -492,8 +486,7 @@ TEST(DistractorPool, RestoreRebuildsTheContentAndContinuesExactly) {
 // restore() is all or nothing: a wrong slot count or an image that no longer
 // decodes leaves the pool (content, SlotInfo, cursor) as it was.
 TEST(DistractorPool, RestoreFailuresLeaveThePoolUnchanged) {
-  TempDir dir;
-  write_jpegs(dir, 5);
+  JpegDir dir(5);
   const DistractorPoolOptions o = small_options(dir, 6, RefreshMode::kSync);
   DistractorPool a(o);
   a.prepare_for_augment();
@@ -533,8 +526,7 @@ TEST(DistractorPool, RestoreFailuresLeaveThePoolUnchanged) {
 }
 
 TEST(DistractorPool, GrayscaleAndShardedPools) {
-  TempDir dir;
-  write_jpegs(dir, 6);
+  JpegDir dir(6);
   DistractorPoolOptions o = small_options(dir, 5, RefreshMode::kSync);
   o.channels = 1;
   o.world_size = 2;
@@ -549,8 +541,7 @@ TEST(DistractorPool, GrayscaleAndShardedPools) {
 // synchronisation. Skips without a GPU.
 TEST(DistractorPoolCuda, StressNoTornImagesOnTheDevice) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
-  TempDir dir;
-  write_jpegs(dir, 6, 64, 48);
+  JpegDir dir(6, 64, 48);
   DistractorPoolOptions o = small_options(dir, 16, RefreshMode::kAsync);
   o.device = c10::Device("cuda:0");
   o.threads = 4;
@@ -573,8 +564,7 @@ TEST(DistractorPoolCuda, StressNoTornImagesOnTheDevice) {
 // CUDA sync mode: the same images as the CPU pool, call after call.
 TEST(DistractorPoolCuda, SyncModeMatchesTheCpuPool) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
-  TempDir dir;
-  write_jpegs(dir, 5);
+  JpegDir dir(5);
   DistractorPoolOptions o = small_options(dir, 6, RefreshMode::kSync);
   o.per_call = 4;
   DistractorPool cpu(o);
