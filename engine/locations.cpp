@@ -92,7 +92,8 @@ std::string find_config(const std::string& name_or_path,
                             ? fs::path(name_or_path)
                             : fs::path(name_or_path + ".yaml");
   for (const std::string& dir : preset_dirs)
-    if (fs::is_regular_file(fs::path(dir) / file, ec)) return (fs::path(dir) / file).string();
+    if (fs::is_regular_file(fs::path(dir) / file, ec))
+      return (fs::path(dir) / file).lexically_normal().string();
   const std::vector<std::string> names = preset_names(preset_dirs);
   throw std::invalid_argument(
       "config '" + name_or_path + "' is neither a file nor a preset; the presets are " +
