@@ -20,6 +20,7 @@
 #include "bindings/schema_bindings.h"
 #include "engine/config.h"
 #include "engine/engine.h"
+#include "engine/locations.h"
 #include "engine/pool/distractor_pool.h"
 #include "engine/source/image_source.h"
 
@@ -164,6 +165,12 @@ void bind_engine(py::module& m) {
                              })
       .def("close", &Engine::close, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("closed", &Engine::closed);
+
+  // engine/locations.h, for obsaug.locations (which knows the package's layout).
+  m.def("photo_cache_dir", &photo_cache_dir);
+  m.def("find_embedded_photos", &find_embedded_photos, py::arg("roots"));
+  m.def("find_config", &find_config, py::arg("name_or_path"), py::arg("preset_dirs"));
+  m.def("preset_names", &preset_names, py::arg("preset_dirs"));
 }
 
 }  // namespace obsaug::python

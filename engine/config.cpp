@@ -23,6 +23,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "engine/locations.h"
+
 namespace obsaug {
 
 ConfigError::ConfigError(std::string origin, std::string key, const std::string& message)
@@ -411,6 +413,15 @@ std::string Loader::resolve_source(const std::string& path, const YAML::Node& no
   const std::string text = get_string(path, node);
   if (text.empty()) fail(path, "is empty; expected a directory, a .txt list or a .tar shard", node);
   const fs::path source(text);
+  if (text == kEmbeddedPhotos) {  // the embedded photographs: their own lookup order
+    std::vector<std::string> roots{working_directory().string()};
+    for (const fs::path& dir : fallback_dirs_) roots.push_back(dir.string());
+    try {
+      return find_embedded_photos(roots);
+    } catch (const std::invalid_argument& e) {
+      fail(path, e.what(), node);
+    }
+  }
   std::vector<fs::path> candidates;
   if (source.is_absolute()) {
     candidates.push_back(source);

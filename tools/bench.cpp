@@ -100,7 +100,7 @@ int bench_command(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  const std::string path = required_config("bench", args);
+  const std::string path = config_file("bench", args);
   const int64_t batch = args.get_int("batch", 256, 1);
   const int64_t samples = args.get_int("samples", 10000000, 1);
   if (args.has("inplace") && args.has("out-of-place"))

@@ -15,7 +15,7 @@ int check_config_command(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  const std::string path = required_config("check-config", args);
+  const std::string path = config_file("check-config", args);
   Config config = load_config_file(path);
   std::printf("# %s: valid\n%s", path.c_str(), describe(config).c_str());
   return 0;

@@ -3,9 +3,17 @@
 // status; mistakes on the command line throw UsageError (tools/args.h).
 #pragma once
 
+#include <string>
+
 namespace obsaug::cli {
 
 extern const char kUsage[];  // the --help text (main.cpp)
+
+struct Args;
+// The config file the subcommand names (--config FILE or the one positional):
+// a path, or a preset name (configs/ beside the executable's package); an
+// unknown name is a UsageError listing the presets. config_file.cpp.
+std::string config_file(const std::string& command, const Args& args);
 
 int check_config_command(int argc, char** argv);  // check_config.cpp
 int bench_command(int argc, char** argv);         // bench.cpp

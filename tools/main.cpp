@@ -1,6 +1,7 @@
 // The `obsaug` command-line tool (DESIGN.md section 7):
 //
 //   obsaug check-config FILE                 validate a config, print it resolved
+//   (FILE: a path or a preset name such as drq_shift, see config_file.cpp)
 //   obsaug bench --config FILE [options]     stream N augmented samples, report rates
 //   obsaug preview --config FILE --out PNG   original and augmented frames side by side
 //
@@ -31,7 +32,8 @@ const char kUsage[] =
 usage:
   obsaug check-config FILE
       Load and validate a YAML config; print it with every default and
-      inferred value spelled out.
+      inferred value spelled out. FILE is a path or a preset name
+      (atari, default, drq_shift, rad_crop, svea_overlay), here and below.
   obsaug bench --config FILE [--batch B] [--samples N] [--threads T]
                [--inplace | --out-of-place]
       Stream N augmented samples through the engine in batches of B random
@@ -57,6 +59,12 @@ usage:
         --batch B        rows (default 8)
         --seed-step S    the step the augmentation draws with (default 0)
         --scale K        nearest-neighbour magnification (default 2)
+  obsaug fetch-photos [--force] [--dest DIR]
+      Download the embedded photographs (Debian packages) into the user
+      cache ($XDG_CACHE_HOME/obsaug/photos, else ~/.cache/obsaug/photos),
+      where a config's `data/photos` source finds them outside a checkout
+      ($OBSAUG_PHOTOS comes first). Part of the installed console command
+      (pip install .), not of this binary.
   obsaug help | --help
       This text.
 
@@ -78,8 +86,13 @@ int run(int argc, char** argv) {
   if (command == "check-config") return check_config_command(argc, argv);
   if (command == "bench") return bench_command(argc, argv);
   if (command == "preview") return preview_command(argc, argv);
+  if (command == "fetch-photos")
+    throw UsageError(
+        "fetch-photos belongs to the installed console command (pip install ., then "
+        "`obsaug fetch-photos`, or `python -m obsaug fetch-photos`); in a checkout, "
+        "`bash scripts/fetch_photos.sh` fills data/photos");
   throw UsageError("unknown command '" + command +
-                   "' (commands: check-config, bench, preview, help)");
+                   "' (commands: check-config, bench, preview, fetch-photos, help)");
 }
 
 }  // namespace

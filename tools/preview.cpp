@@ -53,7 +53,7 @@ int preview_command(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  const std::string path = required_config("preview", args);
+  const std::string path = config_file("preview", args);
   const std::string out_path = args.get("out");
   if (out_path.empty()) throw UsageError("preview: --out GRID.png is required");
   const int64_t batch = args.get_int("batch", 8, 1);

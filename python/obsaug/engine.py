@@ -1,6 +1,8 @@
 """obsaug.Engine: the configured pipeline, distractor pool and step counter.
 
-``Engine(config)`` takes a YAML path (``str`` or ``os.PathLike``) or a
+``Engine(config)`` takes a YAML path (``str`` or ``os.PathLike``), a preset
+name (``"drq_shift"``: configs/ shipped in the package, see
+obsaug.locations; an unknown name raises ValueError listing them) or a
 mapping (a dict, or a Hydra/OmegaConf DictConfig) with the same schema
 (DESIGN.md section 6; the mapping is sent as JSON, which is YAML, through the
 same strict loader, so errors name the key's path).
@@ -28,7 +30,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import torch
 
-from . import _C
+from . import _C, locations
 from ._closing import Closing
 
 __all__ = ["Engine"]
@@ -63,7 +65,7 @@ class Engine(Closing):
                 text, "<dict>", os.fspath(base_dir) if base_dir is not None else "",
                 rank, world_size)
         elif isinstance(config, (str, os.PathLike)):
-            self._native = _C.Engine.from_file(os.fspath(config), rank, world_size)
+            self._native = _C.Engine.from_file(locations.find_config(config), rank, world_size)
         else:
             raise TypeError("config must be a path to a YAML file (str or os.PathLike) or a "
                             f"mapping (dict, DictConfig), got {type(config).__name__}")

@@ -1,0 +1,42 @@
+// Where obsaug finds the files a config names without a path of their own:
+// the presets by name and the embedded photographs. Each lookup order is
+// written here only; the config loader, the CLI and Python (obsaug.locations,
+// through obsaug._C) call these functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace obsaug {
+
+// The pool source that names the embedded photographs (DESIGN.md section 4)
+// in a config's pool.sources, as the presets write it.
+inline constexpr char kEmbeddedPhotos[] = "data/photos";
+
+// The user cache folder that `obsaug fetch-photos` fills:
+// $XDG_CACHE_HOME/obsaug/photos, else $HOME/.cache/obsaug/photos; "" when
+// neither variable is set.
+std::string photo_cache_dir();
+
+// The folder of the embedded photographs, first found of:
+//   1. $OBSAUG_PHOTOS when set (then it must exist: no fallback hides a typo),
+//   2. <root>/data/photos for each of `roots` in order (the working directory,
+//      then the checkout the config came from),
+//   3. photo_cache_dir().
+// The result is absolute. With no photographs anywhere, std::invalid_argument
+// that names where it looked, `obsaug fetch-photos` and OBSAUG_PHOTOS.
+std::string find_embedded_photos(const std::vector<std::string>& roots);
+
+// A config file given by path or by preset name. An existing path (file or
+// folder; load_config_file reports a folder) comes back unchanged; so does any
+// text with a '/' (load_config_file reports it missing). Otherwise the text is
+// a preset name, with or without ".yaml", looked up in `preset_dirs` in order;
+// an unknown name throws std::invalid_argument listing the presets.
+std::string find_config(const std::string& name_or_path,
+                        const std::vector<std::string>& preset_dirs);
+
+// The preset names (file names without ".yaml") in `preset_dirs`, sorted,
+// each once.
+std::vector<std::string> preset_names(const std::vector<std::string>& preset_dirs);
+
+}  // namespace obsaug
