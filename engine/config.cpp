@@ -405,7 +405,10 @@ void Loader::load_pipeline(const YAML::Node& node, const FramesConfig& frames, P
   if (walk.failed_op) {
     const size_t k = *walk.failed_op;
     const std::string& size_key = (*pipeline)[k].schema().size_key;
-    fail("pipeline[" + std::to_string(k) + "]." + size_key, walk.problem, value(node[k], size_key));
+    const std::string op_path = "pipeline[" + std::to_string(k) + "]";
+    if (size_key.empty())  // an op that keeps the size but needs a shape (rotate: square)
+      fail(op_path, walk.problem, node[k]);
+    fail(op_path + "." + size_key, walk.problem, value(node[k], size_key));
   }
 }
 

@@ -56,16 +56,16 @@ std::string find_embedded_photos(const std::vector<std::string>& roots) {
                                 "or unset it and run `obsaug fetch-photos`");
   }
   std::vector<std::string> looked;
+  const std::string cache = photo_cache_dir();
+  if (!cache.empty()) {
+    if (is_dir(cache)) return absolute_normal(cache);
+    looked.push_back(cache);
+  }
   for (const std::string& root : roots) {
     const std::string candidate = absolute_normal(fs::path(root) / kEmbeddedPhotos);
     if (is_dir(candidate)) return candidate;
     if (std::find(looked.begin(), looked.end(), candidate) == looked.end())
       looked.push_back(candidate);
-  }
-  const std::string cache = photo_cache_dir();
-  if (!cache.empty()) {
-    if (is_dir(cache)) return absolute_normal(cache);
-    looked.push_back(cache);
   }
   throw std::invalid_argument("no embedded photographs: OBSAUG_PHOTOS is not set and none of " +
                               joined(looked, ", ") + " exists; " + fetch_hint);

@@ -20,9 +20,9 @@ std::string photo_cache_dir();
 
 // The folder of the embedded photographs, first found of:
 //   1. $OBSAUG_PHOTOS when set (then it must exist: no fallback hides a typo),
-//   2. <root>/data/photos for each of `roots` in order (the working directory,
-//      then the checkout the config came from),
-//   3. photo_cache_dir().
+//   2. photo_cache_dir() (DESIGN.md section 6: the user cache before a checkout),
+//   3. <root>/data/photos for each of `roots` in order (the working directory,
+//      then the checkout the config came from).
 // The result is absolute. With no photographs anywhere, std::invalid_argument
 // that names where it looked, `obsaug fetch-photos` and OBSAUG_PHOTOS.
 std::string find_embedded_photos(const std::vector<std::string>& roots);

@@ -44,6 +44,7 @@ FrameGeometry geometry_of(int64_t channels, int64_t height, int64_t width,
   FrameGeometry g;
   g.height = height;
   g.width = width;
+  g.channels = channels;
   if (pool == nullptr) return g;
   TORCH_CHECK_TYPE(pool->scalar_type() == at::kByte, "pool must be uint8 [P, C, H, W], got ",
                    describe(*pool));

@@ -297,6 +297,11 @@ std::string op_name_list() {
 
 std::string format_number(double value) {
   char buffer[64];
+  // Whole numbers below 2^53 as integers ("100", not "1e+02").
+  if (std::isfinite(value) && value == std::floor(value) && std::fabs(value) < 9007199254740992.0) {
+    std::snprintf(buffer, sizeof buffer, "%.0f", value);
+    return buffer;
+  }
   for (int precision = 1; precision <= 17; ++precision) {
     std::snprintf(buffer, sizeof buffer, "%.*g", precision, value);
     if (std::strtod(buffer, nullptr) == value) break;

@@ -209,13 +209,16 @@ OBSAUG_HD void draw_pipeline(const PipelineDesc& p, uint32_t sample, uint32_t fr
 // (rotate with q = 1 or 3) moves the coordinate to the other axis: `swapped`
 // says, per op, whether at_op[k] is a coordinate of the other axis than the
 // one the trace started on; `source_swapped` the same for `source`.
+// 40 bytes (the per-plane CUDA kernel keeps out_h + out_w of them in shared memory).
 struct AxisTrace {
   int32_t source;          // coordinate in the traced range's input frame
-  int32_t zero_op;         // latest op whose zero padding blanks it, or -1
-  int32_t at_op[kMaxOps];  // coordinate at the output of op k (0 before zero_op)
-  uint32_t swapped;        // bit k: at_op[k] lies on the other axis
+  int16_t zero_op;         // latest op whose zero padding blanks it, or -1
+  uint8_t swapped;         // bit k: at_op[k] lies on the other axis
   bool source_swapped;
+  int32_t at_op[kMaxOps];  // coordinate at the output of op k (0 before zero_op)
 };
+static_assert(sizeof(AxisTrace) == 40, "AxisTrace is laid out for shared memory");
+static_assert(kMaxOps <= 8, "AxisTrace::swapped has one bit per op");
 
 OBSAUG_HD int32_t clamp_coord(int32_t c, int32_t len) {
   return c < 0 ? 0 : (c >= len ? len - 1 : c);
@@ -237,7 +240,7 @@ OBSAUG_HD AxisTrace trace_range(const PipelineDesc& p, const OpDraw* draws, int 
       continue;
     }
     t.at_op[k] = coord;
-    if (a != axis) t.swapped |= 1u << k;
+    if (a != axis) t.swapped = static_cast<uint8_t>(t.swapped | (1u << k));
     const OpDraw& d = draws[k];
     const int32_t offset = a == 0 ? d.offset_y : d.offset_x;
     const int32_t len_in = a == 0 ? op.in_h : op.in_w;
@@ -245,7 +248,7 @@ OBSAUG_HD AxisTrace trace_range(const PipelineDesc& p, const OpDraw* draws, int 
       case OpKind::kShift:
         coord += offset;
         if (op.zeros && (coord < 0 || coord >= len_in)) {
-          t.zero_op = k;
+          t.zero_op = static_cast<int16_t>(k);
           coord = 0;
         } else {
           coord = clamp_coord(coord, len_in);
@@ -257,7 +260,7 @@ OBSAUG_HD AxisTrace trace_range(const PipelineDesc& p, const OpDraw* draws, int 
       case OpKind::kTranslate:  // the frame sits at (offset_x, offset_y) on a zero canvas
         coord -= offset;
         if (coord < 0 || coord >= len_in) {
-          t.zero_op = k;
+          t.zero_op = static_cast<int16_t>(k);
           coord = 0;
         }
         break;

@@ -391,7 +391,8 @@ PipelineDesc resolve_pipeline(const Pipeline& pipeline, const FrameGeometry& g, 
           false, where(k, spec), ": needs RGB frames (C = 3 channels per stacked frame), ",
           g.pool_size > 0
               ? "got C = " + std::to_string(g.frame_channels) + " (the pool's channels)"
-              : std::string("but the observation's channel count S*C is not a multiple of 3"));
+              : "got C = 1: obs has S*C = " + std::to_string(g.channels) +
+                    " channels, not a multiple of 3");
     }
   }
   plan_segments(&desc);

@@ -9,8 +9,8 @@ python/obsaug/ in a checkout); the lookup orders themselves are C++
   (``"drq_shift"`` or ``"drq_shift.yaml"``) in :func:`preset_dirs`; an unknown
   name raises ValueError listing the presets.
 - ``embedded_photos()``: ``$OBSAUG_PHOTOS`` (which must exist when set), else
-  ``./data/photos``, else the checkout's ``data/photos``, else the user cache
-  :func:`photo_cache_dir` that ``obsaug fetch-photos`` fills; with none,
+  the user cache :func:`photo_cache_dir` that ``obsaug fetch-photos`` fills,
+  else ``./data/photos``, else the checkout's ``data/photos``; with none,
   ValueError naming ``obsaug fetch-photos`` and ``OBSAUG_PHOTOS``. A config's
   ``pool.sources`` entry ``data/photos`` resolves the same way.
 """

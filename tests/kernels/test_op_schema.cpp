@@ -164,7 +164,9 @@ TEST(OpSchema, RangeAndDefaultTexts) {
     const KeySpec& key = op_schema(c.op).keys.at(c.key);
     SCOPED_TRACE(op_schema(c.op).name + "." + key.name);
     EXPECT_EQ(key.range_text(), c.range);
-    if (c.fallback != nullptr) EXPECT_EQ(key.default_text(), c.fallback);
+    if (c.fallback != nullptr) {
+      EXPECT_EQ(key.default_text(), c.fallback);
+    }
   }
 }
 

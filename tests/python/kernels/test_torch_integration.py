@@ -20,6 +20,21 @@ def pool(h=8, w=9):
     return random_pool(4, 3, h, w, seed=5)
 
 
+# Non-default values of every key of the second family (the obs is 8x9, RGB).
+SECOND_FAMILY_ARGS = {
+    "flip": (0.7, "vertical"),
+    "rotate": None,  # needs a square frame: below
+    "translate": ([10, 12],),
+    "cutout": (2, 5, "color", 0.9),
+    "grayscale": (0.6,),
+    "color_jitter": (0.3, 0.2, 0.5, 0.1, 0.8),
+    "random_conv": ("xavier", "zeros", "none"),
+}
+del SECOND_FAMILY_ARGS["rotate"]
+SECOND_PIPE = ("op=crop,size=8|op=rotate,p=0.9|op=color_jitter|op=random_conv|op=cutout,fill=color"
+               "|op=overlay,alpha=0.5")
+
+
 def opcheck_cases():
     for dtype in (torch.uint8, torch.float32):
         for cl in (False, True):
@@ -39,6 +54,12 @@ def opcheck_cases():
                                        None, 1.0, 0.0)
             yield f"augment_-{tag}", O.augment_.default, \
                 lambda d=dtype, c=cl: (small(d, c), pool(), "op=overlay,alpha=0.5|op=shift,pad=1", SEED, STEP)
+            # The second family: every key passed positionally, as the schema orders them.
+            for name, values in SECOND_FAMILY_ARGS.items():
+                yield f"{name}-{tag}", getattr(O, name).default, \
+                    lambda d=dtype, c=cl, v=values: (small(d, c), SEED, STEP, *v, 1)
+            yield f"augment-second-family-{tag}", O.augment.default, \
+                lambda d=dtype, c=cl: (small(d, c), pool(8, 8), SECOND_PIPE, SEED, STEP, None, 1.0, 0.0)
 
 
 CASES = list(opcheck_cases())
@@ -47,6 +68,12 @@ CASES = list(opcheck_cases())
 @pytest.mark.parametrize("name,op,make_args", CASES, ids=[c[0] for c in CASES])
 def test_opcheck(name, op, make_args):
     torch.library.opcheck(op, make_args())
+
+
+def test_opcheck_rotate_on_square_frames():
+    for dtype in (torch.uint8, torch.float32):
+        x = random_obs((3, 6, 9, 9), dtype, seed=4)
+        torch.library.opcheck(O.rotate.default, (x, SEED, STEP, 0.8, 2))
 
 
 def test_opcheck_empty_batch():
@@ -70,7 +97,17 @@ def chained(obs, pool):
     return ops.overlay(x, pool, seed=11, step=12, alpha=0.2, alpha_max=0.8, per_frame=True, op_index=1)
 
 
-@pytest.mark.parametrize("fn", [fused, chained], ids=["augment", "shift_then_overlay"])
+def second_family(obs, pool):
+    x = ops.augment(obs, pool, ops=[{"op": "flip", "p": 0.5}, {"op": "rotate"},
+                                    {"op": "color_jitter"}, {"op": "overlay", "alpha": 0.3},
+                                    {"op": "random_conv"}, {"op": "translate", "size": 16}],
+                    seed=5, step=9)
+    return ops.cutout(ops.grayscale(x, seed=5, step=10, p=0.5), seed=5, step=10, fill="color",
+                      op_index=1)
+
+
+@pytest.mark.parametrize("fn", [fused, chained, second_family],
+                         ids=["augment", "shift_then_overlay", "second_family"])
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
 def test_compile_fullgraph_matches_eager(fn, dtype):
     torch._dynamo.reset()

@@ -1,7 +1,7 @@
 """Where obsaug finds presets and the embedded photographs (engine/locations.h,
 python/obsaug/locations.py): the photo lookup order ($OBSAUG_PHOTOS, then
-data/photos under the working directory and the checkout, then the user
-cache), the error with no photographs at all, presets by name from any
+the user cache, then data/photos under the working directory and the
+checkout: DESIGN.md section 6), the error with no photographs at all, presets by name from any
 working directory, and the console command's check-config by name.
 """
 import os
@@ -56,12 +56,12 @@ def test_cache_dir_is_xdg_cache_home_then_home(monkeypatch, tmp_path):
     assert locations.photo_cache_dir() == str(tmp_path / "home" / ".cache" / "obsaug" / "photos")
 
 
-def test_order_env_then_roots_in_order_then_cache(no_photo_env, monkeypatch):
+def test_order_env_then_cache_then_roots_in_order(no_photo_env, monkeypatch):
     tmp = no_photo_env
     first, second = tmp / "first", tmp / "second"
     cache = tmp / "cache" / "obsaug" / "photos"
     roots = [str(first), str(second)]
-    for folder in (cache, second / "data" / "photos", first / "data" / "photos"):
+    for folder in (second / "data" / "photos", first / "data" / "photos", cache):
         folder.mkdir(parents=True)
         assert obsaug._C.find_embedded_photos(roots) == str(folder)  # the earliest present wins
     env = tmp / "env_photos"
