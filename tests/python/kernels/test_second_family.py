@@ -176,6 +176,15 @@ def test_reference_random_conv_f32_near_f64(dtype):
         assert max(abs(p - q) for p, q in zip(a, w)) < 1e-5
 
 
+@pytest.mark.parametrize("kw", [dict(alpha=0.3), dict(alpha=0.1, alpha_max=0.9, per_frame=True)], ids=str)
+def test_reference_float_overlay_is_the_librarys(kw):
+    # pipelines mixing both families compare float results bit for bit, overlay included
+    x = random_obs((16, 9, 10, 11), torch.float32)
+    pool = random_pool(7, 3, 10, 11)
+    assert_same(ops.overlay(x, pool, seed=SEED, step=STEP, op_index=2, **kw),
+                RO.overlay_f32(x, pool, seed=SEED, step=STEP, op_index=2, **kw))
+
+
 # ---------------------------------------------------------- each op alone
 
 GEOMETRY_SHAPES = [(5, 3, 12, 12), (6, 9, 16, 14), (4, 4, 11, 13), (3, 1, 9, 9), (7, 2, 1, 5)]
