@@ -536,9 +536,6 @@ LEAD = {"op": "shift", "pad": 1}  # so the bad op sits at position 1
 
 # (op dict, obs shape, key, the value as the message prints it, words of what it needs)
 BAD_OPS = [
-    ({"op": "grayscale"}, (2, 4, 12, 12), "c", "1", "3"),
-    ({"op": "color_jitter"}, (2, 2, 12, 12), "c", "1", "3"),
-    ({"op": "random_conv"}, (2, 1, 12, 12), "c", "1", "3"),
     ({"op": "rotate"}, (2, 9, 12, 10), "12x10", "12x10", "square"),
     ({"op": "translate", "size": 11}, (2, 9, 12, 12), "size", "11", "12"),
     ({"op": "translate", "size": [16, 10]}, (2, 9, 12, 12), "size", "10", "12"),
@@ -580,9 +577,30 @@ def test_bad_ops_in_an_engine_dict(op, shape, key, got, needs):
     config = {"seed": 0, "frames": {"stack": sc // c, "channels": c, "height": h, "width": w},
               "pipeline": [LEAD, op],
               "pool": {"size": 2, "sources": [PHOTOS], "refresh": {"threads": 0}}}
-    where = "pipeline[1]" if key in ("c", shape_text(shape)) else f"pipeline[1].{key}"
-    raises(ValueError, lambda: obsaug.Engine(config), where, got, needs)
+    where = "pipeline[1]" if key == f"{h}x{w}" else f"pipeline[1].{key}"
+    error = raises(ValueError, lambda: obsaug.Engine(config), where, got, needs)
+    assert "pipeline[1].:" not in str(error), f"an empty key in the key path: {error}"
 
 
-def shape_text(shape):
-    return f"{shape[2]}x{shape[3]}"
+RGB_OPS = ["grayscale", "color_jitter", "random_conv"]
+
+
+@pytest.mark.parametrize("name", RGB_OPS)
+@pytest.mark.parametrize("sc", [4, 2, 5])
+def test_rgb_ops_need_three_channels(name, sc):
+    x = obs(2, sc)
+    raises(ValueError, lambda: ops.augment(x, None, ops=[LEAD, {"op": name}], **S),
+           f"op 1 ({name})", "c = 3", "got", str(sc))
+    raises(ValueError, lambda: getattr(ops, name)(x, **S), f"op 0 ({name})", "c = 3", "got", str(sc))
+    gray_pool = torch.zeros(3, 1, 12, 12, dtype=torch.uint8)  # C = 1 from the pool
+    raises(ValueError, lambda: ops.augment(obs(2, 3), gray_pool, ops=[{"op": "overlay"}, {"op": name}], **S),
+           f"op 1 ({name})", "c = 3", "got c = 1")
+
+
+@needs_engine
+@pytest.mark.parametrize("name", RGB_OPS)
+def test_rgb_ops_need_three_channels_in_an_engine_dict(name):
+    config = {"seed": 0, "frames": {"stack": 2, "channels": 1, "height": 12, "width": 12},
+              "pipeline": [LEAD, {"op": name}],
+              "pool": {"size": 2, "sources": [PHOTOS], "refresh": {"threads": 0}}}
+    raises(ValueError, lambda: obsaug.Engine(config), "pipeline[1]", name, "c = 3", "got frames.channels = 1")
