@@ -278,9 +278,9 @@ def second_family_pipelines(h, w, c):
 
 # (label, B, S*C, H, W, C, dtypes)
 SECOND_SHAPES = [
-    ("dmc", 512, 9, 84, 84, 3, ("uint8", "float32")),
-    ("atari", 512, 4, 84, 84, 1, ("uint8", "float32")),
-    ("rad", 128, 9, 100, 100, 3, ("uint8", "float32")),
+    ("dmc", 256, 9, 84, 84, 3, ("uint8", "float32")),
+    ("atari", 256, 4, 84, 84, 1, ("uint8", "float32")),
+    ("rad", 64, 9, 100, 100, 3, ("uint8", "float32")),
     ("odd", 33, 6, 61, 47, 3, ("uint8", "float32")),
     ("tiny", 17, 3, 1, 1, 3, ("uint8", "float32")),
     ("big", 4, 3, 256, 256, 3, ("uint8", "float32")),
