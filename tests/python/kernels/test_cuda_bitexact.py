@@ -1,5 +1,5 @@
-"""CPU vs CUDA, bit for bit (DESIGN.md section 3), on large random batches:
-every op, uint8 and float32, in place / out of place / float output, odd
+"""CPU vs CUDA, bit for bit (DESIGN.md sections 3 and 3a), on large random batches:
+every op of both families, uint8 and float32, in place / out of place / float output, odd
 frame sizes and both sides of the shared-memory edges of the kernel
 (48128 bytes of dynamic shared memory: kCudaSharedBytes), non-contiguous
 input, determinism, a side stream, a CUDA graph capture and torch.compile.
@@ -7,7 +7,8 @@ scripts/gpu_check.sh runs this file first. Skips without a CUDA GPU.
 
 A float32 result that is not bit-exact but within FLOAT_TOL of the CPU's
 (each side within 1e-4 of float64 math, DESIGN.md section 3) is a warning,
-not a failure."""
+not a failure, for the first family's cases; the second family's cases
+(section 3a) need equal values."""
 import warnings
 
 import pytest
@@ -28,8 +29,8 @@ def rnd_u8(gen, *shape):
     return torch.randint(0, 256, shape, dtype=torch.uint8, generator=gen)
 
 
-def difference(name, cpu, gpu):
-    """None when equal bit for bit (or a float32 result within FLOAT_TOL, with a
+def difference(name, cpu, gpu, float_tol=FLOAT_TOL):
+    """None when equal bit for bit (or a float32 result within float_tol, with a
     warning); else a one-line description."""
     gpu = gpu.cpu()
     if cpu.shape != gpu.shape or cpu.dtype != gpu.dtype:
@@ -39,9 +40,11 @@ def difference(name, cpu, gpu):
         return None
     diff = (cpu.double() - gpu.double()).abs()
     if cpu.dtype == torch.float32 and not (torch.isnan(cpu) | torch.isnan(gpu)).any() \
-            and diff.max().item() <= FLOAT_TOL:
+            and diff.max().item() <= float_tol:
+        if torch.equal(cpu, gpu):  # -0 == +0: equal values (section 3a)
+            return None
         warnings.warn(f"{name}: float32 not bit-exact, {int((cpu != gpu).sum())} values differ, "
-                      f"max |diff| {diff.max().item():.3g} <= {FLOAT_TOL}")
+                      f"max |diff| {diff.max().item():.3g} <= {float_tol}")
         return None
     bad = (bits(cpu) != bits(gpu)).nonzero()
     first = tuple(bad[0].tolist())
@@ -50,12 +53,12 @@ def difference(name, cpu, gpu):
             f"cpu {cpu[first].item()} cuda {gpu[first].item()}")
 
 
-def run_case(failures, name, fn, obs, pool):
+def run_case(failures, name, fn, obs, pool, float_tol=FLOAT_TOL):
     """fn(obs, pool) on the CPU and on CUDA (inputs copied), then compared."""
     want = fn(obs.clone(), pool)
     got = fn(obs.cuda(), None if pool is None else pool.cuda())
     torch.cuda.synchronize()
-    failure = difference(name, want, got)
+    failure = difference(name, want, got, float_tol)
     if failure:
         failures.append(failure)
 
@@ -220,3 +223,118 @@ def test_torch_compile_fullgraph(batch):
     x_cpu, pool_cpu, x, p = batch
     f = torch.compile(lambda t, q: O.augment(t, q, ops=SO, seed=3, step=4), fullgraph=True)
     assert difference("torch.compile fullgraph", O.augment(x, p, ops=SO, seed=3, step=4).cpu(), f(x, p)) is None
+
+
+# ------------------------------------------------ the second family (section 3a)
+# Equal values in float too (section 3a's float math is part of the contract):
+# no tolerance for these cases.
+
+def second_family_pipelines(h, w, c):
+    """(label, ops, overlay frame size or None, keeps the size) for h x w frames of C channels."""
+    ch, cw = max(1, h - 16), max(1, w - 12)
+    square = h == w
+    pipes = [
+        ("flip-h", [{"op": "flip", "p": 0.5}], None, True),
+        ("flip-v", [{"op": "flip", "p": 0.7, "axis": "vertical"}], None, True),
+        ("translate", [{"op": "translate", "size": [h + 24, w + 13]}], None, False),
+        ("cutout", [{"op": "cutout", "p": 0.8}], None, True),
+        ("cutout-color", [{"op": "cutout", "min": 3, "max": 60, "fill": "color"}], None, True),
+        ("shift+flip+cutout+overlay", [{"op": "shift", "pad": 4}, {"op": "flip", "p": 0.5},
+                                       {"op": "cutout", "min": 5, "max": 20, "fill": "color"},
+                                       {"op": "overlay", "alpha": 0.5}], (h, w), True),
+        ("crop+translate", [{"op": "crop", "size": [ch, cw]}, {"op": "translate", "size": [h, w]}],
+         None, True),
+    ]
+    if square:
+        pipes += [
+            ("rotate", [{"op": "rotate", "p": 0.75}], None, True),
+            ("rotate+shift+overlay", [{"op": "rotate", "p": 0.5}, {"op": "shift", "pad": 4},
+                                      {"op": "overlay", "alpha": 0.3, "alpha_max": 0.8}], (h, w), True),
+        ]
+    if c == 3:
+        pipes += [
+            ("grayscale", [{"op": "grayscale", "p": 0.6}], None, True),
+            ("jitter", [{"op": "color_jitter"}], None, True),
+            ("jitter-nocontrast", [{"op": "color_jitter", "contrast": 0, "brightness": 1.5, "p": 0.8}],
+             None, True),
+            ("jitter-strong", [{"op": "color_jitter", "brightness": 3, "contrast": 5, "saturation": 9,
+                                "hue": 0.5}], None, True),
+            ("conv", [{"op": "random_conv"}], None, True),
+            ("conv-xavier-zeros-none", [{"op": "random_conv", "init": "xavier", "padding": "zeros",
+                                         "activation": "none"}], None, True),
+            ("shift+conv+overlay", [{"op": "shift", "pad": 4}, {"op": "random_conv"},
+                                    {"op": "overlay", "alpha": 0.5}], (h, w), True),
+            ("crop+jitter+flip+gray", [{"op": "crop", "size": [ch, cw]}, {"op": "color_jitter", "p": 0.9},
+                                       {"op": "flip", "p": 0.5}, {"op": "grayscale", "p": 0.3}],
+             None, False),
+            ("overlay+conv+jitter+translate", [{"op": "overlay", "alpha": 0.4}, {"op": "random_conv",
+                                                                                  "padding": "zeros"},
+                                               {"op": "color_jitter"}, {"op": "translate",
+                                                                        "size": [h + 8, w + 8]}],
+             (h, w), False),
+        ]
+    return pipes
+
+
+# (label, B, S*C, H, W, C, dtypes)
+SECOND_SHAPES = [
+    ("dmc", 256, 9, 84, 84, 3, ("uint8", "float32")),
+    ("atari", 256, 4, 84, 84, 1, ("uint8", "float32")),
+    ("rad", 64, 9, 100, 100, 3, ("uint8", "float32")),
+    ("odd", 33, 6, 61, 47, 3, ("uint8", "float32")),
+    ("tiny", 17, 3, 1, 1, 3, ("uint8", "float32")),
+    ("big", 4, 3, 256, 256, 3, ("uint8", "float32")),
+]
+
+
+@pytest.mark.parametrize("label,b,sc,h,w,c,dtypes", SECOND_SHAPES, ids=[s[0] for s in SECOND_SHAPES])
+def test_second_family_matches_the_cpu(label, b, sc, h, w, c, dtypes):
+    gen = torch.Generator().manual_seed(5)
+    failures = []
+    for dt in dtypes:
+        base = rnd_u8(gen, b, sc, h, w)
+        obs = base.float() + torch.rand(base.shape, generator=gen) * 0.999 if dt == "float32" else base
+        for pname, pipe, ov_hw, keeps in second_family_pipelines(h, w, c):
+            pool = None if ov_hw is None else rnd_u8(gen, 97, c, *ov_hw)
+            tag = f"{label} {dt} {pname}"
+            run_case(failures, f"{tag} out",
+                     lambda x, p, pipe=pipe: O.augment(x, p, ops=pipe, seed=SEED, step=STEP), obs, pool, 0.0)
+            if keeps:
+                run_case(failures, f"{tag} inplace",
+                         lambda x, p, pipe=pipe: O.augment(x, p, ops=pipe, seed=SEED, step=STEP, inplace=True),
+                         obs, pool, 0.0)
+            if dt == "uint8":
+                run_case(failures, f"{tag} ->f32",
+                         lambda x, p, pipe=pipe: O.augment(x, p, ops=pipe, seed=SEED, step=STEP,
+                                                           out_dtype=torch.float32, scale=1 / 255, bias=-0.5),
+                         obs, pool, 0.0)
+        singles = [("flip", dict(p=0.5, axis="vertical")), ("translate", dict(size=(h + 5, w + 3))),
+                   ("cutout", dict(min=2, max=9, fill="color", p=0.5))]
+        if h == w:
+            singles.append(("rotate", dict(p=0.5)))
+        if c == 3:
+            singles += [("grayscale", dict(p=0.5)), ("color_jitter", dict(hue=0.2, p=0.9)),
+                        ("random_conv", dict(init="xavier"))]
+        for name, kw in singles:  # the single-op functions, with a non-zero op_index
+            run_case(failures, f"{label} {dt} ops.{name}",
+                     lambda x, p, name=name, kw=kw: getattr(O, name)(x, seed=SEED, step=STEP, op_index=3, **kw),
+                     obs, None, 0.0)
+    assert not failures, "\n".join(failures)
+
+
+def test_second_family_gather_matches_the_cpu():
+    gen = torch.Generator().manual_seed(6)
+    storage = rnd_u8(gen, 300, 3, 84, 84)
+    index = torch.randint(0, 300, (256, 3), generator=gen)
+    pool = rnd_u8(gen, 64, 3, 84, 84)
+    pipe = [{"op": "shift", "pad": 4}, {"op": "random_conv"}, {"op": "color_jitter"},
+            {"op": "rotate", "p": 0.5}, {"op": "overlay", "alpha": 0.5}]
+    failures = []
+    for dt in ("uint8", "float32"):
+        s = storage if dt == "uint8" else storage.float() + 0.25
+        want = O.gather_augment(s, index, pool, ops=pipe, seed=SEED, step=STEP)
+        got = O.gather_augment(s.cuda(), index.cuda(), pool.cuda(), ops=pipe, seed=SEED, step=STEP)
+        failure = difference(f"gather {dt}", want, got, 0.0)
+        if failure:
+            failures.append(failure)
+    assert not failures, "\n".join(failures)
