@@ -211,9 +211,9 @@ OBSAUG_HD void draw_pipeline(const PipelineDesc& p, uint32_t sample, uint32_t fr
 // one the trace started on; `source_swapped` the same for `source`.
 // 40 bytes (the per-plane CUDA kernel keeps out_h + out_w of them in shared memory).
 struct AxisTrace {
-  int32_t source;          // coordinate in the traced range's input frame
-  int16_t zero_op;         // latest op whose zero padding blanks it, or -1
-  uint8_t swapped;         // bit k: at_op[k] lies on the other axis
+  int32_t source;   // coordinate in the traced range's input frame
+  int16_t zero_op;  // latest op whose zero padding blanks it, or -1
+  uint8_t swapped;  // bit k: at_op[k] lies on the other axis
   bool source_swapped;
   int32_t at_op[kMaxOps];  // coordinate at the output of op k (0 before zero_op)
 };

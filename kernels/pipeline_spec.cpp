@@ -389,10 +389,9 @@ PipelineDesc resolve_pipeline(const Pipeline& pipeline, const FrameGeometry& g, 
     if (spec.schema().needs.mixes_channels && g.frame_channels != 3) {
       TORCH_CHECK_VALUE(
           false, where(k, spec), ": needs RGB frames (C = 3 channels per stacked frame), ",
-          g.pool_size > 0
-              ? "got C = " + std::to_string(g.frame_channels) + " (the pool's channels)"
-              : "got C = 1: obs has S*C = " + std::to_string(g.channels) +
-                    " channels, not a multiple of 3");
+          g.pool_size > 0 ? "got C = " + std::to_string(g.frame_channels) + " (the pool's channels)"
+                          : "got C = 1: obs has S*C = " + std::to_string(g.channels) +
+                                " channels, not a multiple of 3");
     }
   }
   plan_segments(&desc);
