@@ -372,7 +372,8 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", nargs="+", default=None,
                    help="cpu and/or cuda[:N] (default: cpu, plus cuda when available)")
-    p.add_argument("--batches", nargs="+", type=int, default=[32, 128, 256, 1024])
+    p.add_argument("--batches", nargs="+", type=int, default=None,
+                   help="batch sizes (default 32 128 256 1024; --quick: 32)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2, help="warm-up calls per method")
     p.add_argument("--min-time", type=float, default=0.04, help="seconds per measurement")
@@ -380,12 +381,14 @@ def main(argv=None) -> int:
                    help="largest B at which the per-sample Python loops are timed")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     p.add_argument("--quick", action="store_true",
-                   help="a short run (B 32, 1 round, short measurements): the CI smoke test")
+                   help="a short run (B 32 unless --batches, 1 round, short measurements)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = p.parse_args(argv)
     if args.quick:
-        args.batches, args.rounds, args.warmup, args.min_time = [32], 1, 1, 0.005
+        args.rounds, args.warmup, args.min_time = 1, 1, 0.005
+    if args.batches is None:
+        args.batches = [32] if args.quick else [32, 128, 256, 1024]
     if args.threads:
         torch.set_num_threads(args.threads)
 
