@@ -209,8 +209,8 @@ def test_random_grayscale_float_0_1():
     assert bool((gray | kept).all())
     assert 0.26 < gray.float().mean().item() < 0.34
     v = x.view(2000, 2, 3, 4, 4)[gray].double()
-    expected = 0.299 * v[:, 0] + 0.587 * v[:, 1] + 0.114 * v[:, 2]  # 0..1 stays 0..1
-    torch.testing.assert_close(frames[gray][:, 0].double(), expected, atol=1e-6, rtol=0)
+    expected = 0.299 * v[:, :, 0] + 0.587 * v[:, :, 1] + 0.114 * v[:, :, 2]  # 0..1 stays 0..1
+    torch.testing.assert_close(frames[gray][:, :, 0].double(), expected, atol=1e-6, rtol=0)
 
 
 def test_random_color_jitter_float_0_1_and_leaves_its_input():
