@@ -16,8 +16,8 @@
 
 #include "bindings/schema_bindings.h"
 #include "engine/config.h"
-#include "engine/pool/distractor_pool.h"
 #include "engine/engine.h"
+#include "engine/pool/distractor_pool.h"
 #include "engine/source/image_source.h"
 
 namespace py = pybind11;

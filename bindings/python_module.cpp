@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 
+#include "bindings/math_bindings.h"
 #include "bindings/schema_bindings.h"
 
 #ifdef OBSAUG_WITH_POOL
@@ -40,6 +41,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("built_with_cuda") = false;
 #endif
   obsaug::python::bind_schema(m);
+  obsaug::python::bind_float_math(m);
   // Built with OBSAUG_REQUIRE_ALL: every component below is present (the
   // configure failed otherwise), and the tests treat a missing one as a failure.
 #ifdef OBSAUG_REQUIRED_ALL

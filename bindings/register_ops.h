@@ -17,6 +17,9 @@ inline void register_backend(torch::Library& m) {
   m.impl("crop", &crop);
   m.impl("overlay", &overlay);
   m.impl("overlay_", &overlay_);
+  for (const OpSchema& op : op_schemas())
+    if (declared_from_schema(op))
+      m.impl(op.name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_single_op>());
 }
 
 }  // namespace obsaug::bindings

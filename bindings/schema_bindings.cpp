@@ -66,14 +66,17 @@ py::dict key_dict(const KeySpec& key) {
   switch (key.type) {
     case KeyType::kInt:
     case KeyType::kSize:
-      d["min"] = key.int_min;
+      if (key.min_key.empty())
+        d["min"] = key.int_min;
+      else
+        d["min_key"] = key.min_key;
       d["max"] = key.int_max;
       break;
     case KeyType::kFloat:
-      if (key.float_min_key.empty())
+      if (key.min_key.empty())
         d["min"] = key.float_min;
       else
-        d["min_key"] = key.float_min_key;
+        d["min_key"] = key.min_key;
       d["max"] = key.float_max;
       break;
     case KeyType::kEnum:
@@ -96,6 +99,7 @@ py::dict schema_dict() {
     d["keys"] = keys;
     d["frame_size"] = effect_name(op.frame_effect);
     d["size_key"] = op.size_key.empty() ? py::object(py::none()) : py::str(op.size_key);
+    d["needs_square"] = op.needs_square;
     d["needs_pool"] = op.needs.pool;
     d["mixes_channels"] = op.needs.mixes_channels;
     d["neighbourhood_3x3"] = op.needs.neighbourhood_3x3;

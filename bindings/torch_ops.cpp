@@ -3,6 +3,8 @@
 // torch.compile trace the ops live in python/obsaug/ops.py.
 #include "bindings/torch_ops.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -59,9 +61,106 @@ void overlay_(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, int64
                 static_cast<uint64_t>(seed), static_cast<uint64_t>(step));
 }
 
+bool declared_from_schema(const OpSchema& op) {
+  return static_cast<int32_t>(op.kind) >= static_cast<int32_t>(OpKind::kFlip);
+}
+
+namespace {
+
+// A default as the torch.library schema language writes it.
+std::string schema_default(const KeySpec& key) {
+  if (const auto* i = std::get_if<int64_t>(&key.default_value)) return std::to_string(*i);
+  if (const auto* f = std::get_if<double>(&key.default_value)) {
+    const std::string text = format_number(*f);
+    return text.find_first_of(".e") == std::string::npos ? text + ".0" : text;
+  }
+  if (const auto* b = std::get_if<bool>(&key.default_value)) return *b ? "True" : "False";
+  if (const auto* s = std::get_if<std::string>(&key.default_value)) return "\"" + *s + "\"";
+  return "";
+}
+
+const char* schema_type(KeyType type) {
+  switch (type) {
+    case KeyType::kInt:
+      return "int";
+    case KeyType::kFloat:
+      return "float";
+    case KeyType::kBool:
+      return "bool";
+    case KeyType::kEnum:
+      return "str";
+    case KeyType::kSize:
+      return "int[]";
+  }
+  return "?";
+}
+
+// The op's keys other than `index` (which the schema calls op_index).
+std::vector<const KeySpec*> own_keys(const OpSchema& op) {
+  std::vector<const KeySpec*> keys;
+  for (const KeySpec& key : op.keys)
+    if (key.name != "index") keys.push_back(&key);
+  return keys;
+}
+
+}  // namespace
+
+std::string single_op_declaration(const OpSchema& op) {
+  std::string out = op.name + "(Tensor obs, int seed, int step";
+  for (const KeySpec* key : own_keys(op)) {
+    out += std::string(", ") + schema_type(key->type) + " " + key->name;
+    if (!key->required) out += "=" + schema_default(*key);
+  }
+  return out + ", int op_index=0) -> Tensor";
+}
+
+void run_single_op(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
+  const std::string& full_name = handle.schema().name();
+  const OpSchema* schema = find_op_schema(full_name.substr(full_name.find("::") + 2));
+  TORCH_CHECK(schema != nullptr, "no obsaug op schema for ", full_name);
+  const std::vector<const KeySpec*> keys = own_keys(*schema);
+  const size_t n_args = 3 + keys.size() + 1;
+  auto args = torch::jit::last(*stack, n_args);
+  OpSpec spec(schema->kind);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const c10::IValue& value = args[3 + i];
+    switch (keys[i]->type) {
+      case KeyType::kInt:
+        spec.set(keys[i]->name, value.toInt());
+        break;
+      case KeyType::kFloat:
+        spec.set(keys[i]->name, value.toDouble());
+        break;
+      case KeyType::kBool:
+        spec.set(keys[i]->name, value.toBool());
+        break;
+      case KeyType::kEnum:
+        spec.set(keys[i]->name, value.toStringRef());
+        break;
+      case KeyType::kSize: {
+        const std::vector<int64_t> size = value.toIntVector();
+        TORCH_CHECK_VALUE(size.size() == 1 || size.size() == 2, schema->name, ": ", keys[i]->name,
+                          " must be N or (H, W), got ", size.size(), " values");
+        spec.set(keys[i]->name, FrameSize{size.front(), size.back()});
+        break;
+      }
+    }
+  }
+  spec.at_index(args[n_args - 1].toInt());
+  const at::Tensor obs = args[0].toTensor();
+  const uint64_t seed = static_cast<uint64_t>(args[1].toInt());
+  const uint64_t step = static_cast<uint64_t>(args[2].toInt());
+  torch::jit::drop(*stack, n_args);
+  torch::jit::push(*stack, ops::augment(obs, std::nullopt, {spec}, seed, step));
+}
+
 }  // namespace obsaug::bindings
 
 TORCH_LIBRARY(obsaug, m) {
+  // The second family's single ops, declared from the op schema table.
+  for (const obsaug::OpSchema& op : obsaug::op_schemas())
+    if (obsaug::bindings::declared_from_schema(op))
+      m.def(obsaug::bindings::single_op_declaration(op).c_str());
   m.def(
       "augment(Tensor obs, Tensor? pool, str pipeline, int seed, int step, "
       "ScalarType? out_dtype=None, float scale=1.0, float bias=0.0) -> Tensor");

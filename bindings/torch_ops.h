@@ -4,9 +4,16 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/stack.h>
 
 #include <optional>
 #include <string>
+
+#include "kernels/op_schema.h"
+
+namespace c10 {
+class OperatorHandle;
+}
 
 namespace obsaug::bindings {
 
@@ -27,5 +34,12 @@ at::Tensor overlay(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, 
                    double alpha, std::optional<double> alpha_max, bool per_frame, int64_t op_index);
 void overlay_(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, int64_t step,
               double alpha, std::optional<double> alpha_max, bool per_frame, int64_t op_index);
+
+// The single ops of the second family are declared from the op schema:
+// torch.ops.obsaug.<name>(Tensor obs, int seed, int step, <the op's keys with
+// their defaults>, int op_index=0) -> Tensor, all run by one boxed kernel.
+bool declared_from_schema(const OpSchema& op);
+std::string single_op_declaration(const OpSchema& op);
+void run_single_op(const c10::OperatorHandle& handle, torch::jit::Stack* stack);
 
 }  // namespace obsaug::bindings

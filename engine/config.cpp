@@ -499,6 +499,12 @@ void Loader::load_pool(const YAML::Node& node, const Config& config, PoolConfig*
     const std::string path = "pipeline[" + std::to_string(k) + "]";
     const int64_t h = sizes[k].height;
     const int64_t w = sizes[k].width;
+    if (config.pipeline[k].schema().needs.mixes_channels && config.frames.channels != 3)
+      fail(path,
+           config.pipeline[k].schema().name +
+               " needs RGB frames (C = 3 channels per stacked frame), got frames.channels = " +
+               std::to_string(config.frames.channels),
+           op_nodes_[k]);
     if (config.pipeline[k].schema().needs.pool) {
       if (!first_overlay) {
         first_overlay = k;

@@ -89,14 +89,14 @@ at::ScalarType output_dtype(const at::Tensor& obs, const OutputOptions& output) 
 template <typename In, typename Out>
 void run(const PipelineDesc& desc, const at::Tensor& in, const at::Tensor& out,
          const at::Tensor* pool, const OutputOptions& output, const at::Tensor* frame_index) {
-  const AugmentBuffers<In, Out> buffers{in.data_ptr<In>(),
-                                        out.data_ptr<Out>(),
-                                        pool ? pool->data_ptr<uint8_t>() : nullptr,
-                                        out.size(0),
-                                        out.size(1),
-                                        static_cast<float>(output.scale),
-                                        static_cast<float>(output.bias),
-                                        frame_index ? frame_index->data_ptr<int64_t>() : nullptr};
+  AugmentBuffers<In, Out> buffers{in.data_ptr<In>(),
+                                  out.data_ptr<Out>(),
+                                  pool ? pool->data_ptr<uint8_t>() : nullptr,
+                                  out.size(0),
+                                  out.size(1),
+                                  static_cast<float>(output.scale),
+                                  static_cast<float>(output.bias),
+                                  frame_index ? frame_index->data_ptr<int64_t>() : nullptr};
   if (in.device().is_cpu()) {
     augment_cpu(desc, buffers);
     return;
@@ -107,6 +107,17 @@ void run(const PipelineDesc& desc, const at::Tensor& in, const at::Tensor& out,
   int sm_count = 0;  // an attribute query: no synchronisation, microseconds
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
+  // Staging for the per-frame path, from PyTorch's allocator (stream-ordered,
+  // so it is safe to drop when this call returns, and graph-capturable).
+  const bool in_place = in.data_ptr() == out.data_ptr();
+  const int64_t units = buffers.batch * (buffers.channels / desc.frame_channels);
+  const int64_t scratch_bytes =
+      cuda_scratch_bytes(desc, units, in_place, static_cast<int64_t>(sizeof(In)), sm_count);
+  at::Tensor scratch;
+  if (scratch_bytes > 0) {
+    scratch = at::empty({scratch_bytes}, in.options().dtype(at::kByte));
+    buffers.scratch = scratch.data_ptr();
+  }
   C10_CUDA_CHECK(static_cast<cudaError_t>(augment_cuda(desc, buffers, stream, sm_count)));
 #else
   TORCH_CHECK(false, "obs is on ", in.device(),
@@ -151,7 +162,12 @@ Prepared prepare(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
     prepared.pool = required_pool(pool);
   }
   const at::Tensor* pool_ptr = prepared.pool ? &*prepared.pool : nullptr;
-  prepared.desc = resolve_pipeline(pipeline, geometry_of(obs, pool_ptr), seed, step);
+  FrameGeometry g = geometry_of(obs, pool_ptr);
+  // Without a pool, frames are RGB (C = 3) when S*C is a multiple of 3, else
+  // single channels (Atari): what the ops that mix channels and cutout's
+  // per-channel colour see (resolve_pipeline says when C does not suit an op).
+  if (pool_ptr == nullptr && obs.size(1) % 3 == 0) g.frame_channels = 3;
+  prepared.desc = resolve_pipeline(pipeline, g, seed, step);
   return prepared;
 }
 

@@ -1,7 +1,9 @@
 // obsaug's C++ op API on at::Tensor (DESIGN.md sections 2, 3 and 7).
 //
 // Tensors: obs is [B, S*C, H, W], uint8 or float32 (0..255), CPU or CUDA,
-// any strides; pool is [P, C, Hp, Wp] uint8 on obs's device. Every draw is a
+// any strides; pool is [P, C, Hp, Wp] uint8 on obs's device. C is the
+// pool's; without a pool, 3 when S*C is a multiple of 3, else 1 (it matters
+// to the ops that mix channels and to cutout's colour per channel). Every draw is a
 // pure function of (seed, step, sample index, op index, frame), so the same
 // call gives the same result on CPU and CUDA. On CUDA, work is enqueued on
 // the current stream with no host synchronisation.

@@ -465,6 +465,10 @@ struct Scratch {
 
 template <typename In, typename Out>
 void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
+  if (p.n_segments > 0) {
+    augment_cpu_frames(p, buf);
+    return;
+  }
   const int64_t planes = buf.batch * buf.channels;
   const int64_t in_plane = static_cast<int64_t>(p.in_h) * p.in_w;
   const int64_t out_plane = static_cast<int64_t>(p.out_h) * p.out_w;

@@ -25,6 +25,7 @@ struct AugmentBuffers {
   float scale;       // float output: out = v * scale + bias
   float bias;
   const int64_t* frame_index = nullptr;  // [batch, S] storage frames, or null
+  void* scratch = nullptr;  // CUDA per-frame path: cuda_scratch_bytes() of device memory
 };
 
 // The input plane `plane` (= sample * channels + channel) reads, contiguous
@@ -46,8 +47,16 @@ OBSAUG_HD const In* input_plane(const PipelineDesc& p, const AugmentBuffers<In, 
 // exhaustively against blend() in pipeline.h.
 void blend_bytes(uint8_t* v, const uint8_t* d, int64_t n, uint32_t weight);
 
-// Runs `p` on every plane, multi-threaded with at::parallel_for.
+// Runs `p` on every plane, multi-threaded with at::parallel_for: pipelines
+// with an op of the second family through augment_cpu_frames.
 template <typename In, typename Out>
 void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buffers);
+
+// The per-frame path (kernels/frame_eval.h), for p.n_segments > 0.
+template <typename In, typename Out>
+void augment_cpu_frames(const PipelineDesc& p, const AugmentBuffers<In, Out>& buffers);
+
+// The most pixels a plane has at any stage of `p` (the staging size).
+int64_t largest_stage_plane(const PipelineDesc& p);
 
 }  // namespace obsaug

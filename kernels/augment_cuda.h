@@ -20,6 +20,12 @@ constexpr int64_t kCudaSharedBytes = 48 * 1024 - 1024;
 // output byte of the plane is written).
 bool cuda_can_stage(const PipelineDesc& p, int64_t in_plane_bytes);
 
+// Bytes of scratch (AugmentBuffers::scratch, device memory) a launch over
+// `units` stacked frames needs: the per-frame path's staged frames; 0 for the
+// per-plane path.
+int64_t cuda_scratch_bytes(const PipelineDesc& p, int64_t units, bool in_place,
+                           int64_t element_size, int sm_count);
+
 // Enqueues the fused pipeline on `stream`; returns cudaGetLastError() of the
 // launch as an int (0 = success). No synchronisation, no allocation.
 template <typename In, typename Out>

@@ -6,11 +6,18 @@
 // (threadIdx, __syncthreads, __shared__, uint4, ...) before this header:
 // include tests/cuda_emulation/cuda_emulation.h first.
 //
-// One block per channel plane (grid-stride over planes). Per plane, the block
+// Pipelines of shift, crop and overlay (augment_kernel):
+// one block per channel plane (grid-stride over planes). Per plane, the block
 // draws the parameters, traces the output rows and columns into shared
 // memory, stages the input plane in shared memory when it fits (required for
 // in place), then each thread evaluates 16 bytes of output with eval_pixel
 // from kernels/pipeline.h and writes them with one 16-byte store when aligned.
+//
+// Pipelines with an op of the second family (augment_frames_kernel): one
+// block per stacked frame (grid-stride), each thread evaluating pixels with
+// eval_frame_pixel from kernels/frame_eval.h; the frames a barrier needs are
+// staged in the block's slots of a scratch buffer in global memory (L2-sized
+// per block), allocated by the caller through PyTorch's allocator.
 #pragma once
 
 #if !defined(__CUDACC__) && !defined(CUDA_EMULATION)
@@ -22,6 +29,7 @@
 
 #include "kernels/augment_cpu.h"
 #include "kernels/augment_cuda.h"
+#include "kernels/frame_eval.h"
 #include "kernels/pipeline.h"
 
 namespace obsaug {
@@ -162,6 +170,110 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     __syncthreads();  // the next plane reuses draws, traces and the staged plane
+  }
+}
+
+// Scratch of the per-frame kernel: `slots` staged frames per block, each
+// C planes of the largest stage (kernels/augment_cpu.h largest_stage_plane).
+struct FrameLaunch {
+  unsigned blocks;
+  int slots;           // segment i's output is slot i % 2; in place with one segment, slot 0
+  int64_t slot_elems;  // elements of one slot
+  int64_t scratch_elems() const { return static_cast<int64_t>(blocks) * slots * slot_elems; }
+};
+
+inline FrameLaunch frame_launch(const PipelineDesc& p, int64_t units, bool in_place, int sm_count) {
+  const int between = p.n_segments - 1 < 2 ? p.n_segments - 1 : 2;
+  const int slots = between > 0 ? between : (in_place ? 1 : 0);
+  // A few blocks per SM keep every SM busy; more would only grow the scratch.
+  const int64_t max_blocks = static_cast<int64_t>(sm_count > 0 ? sm_count : 1) * 8;
+  return {static_cast<unsigned>(units < max_blocks ? units : max_blocks), slots,
+          static_cast<int64_t>(p.frame_channels) * largest_stage_plane(p)};
+}
+
+template <typename In, typename Out>
+__global__ void __launch_bounds__(kThreads)
+    augment_frames_kernel(PipelineDesc p, AugmentBuffers<In, Out> buf, In* scratch,
+                          FrameLaunch launch) {
+  __shared__ OpDraw draws[kMaxOps];
+  __shared__ float conv_weights[kMaxOps * kConvWeights];
+  __shared__ long long partial_sums[kThreads];
+  __shared__ float frame_mean;
+
+  const int32_t frame_channels = p.frame_channels;
+  const int64_t stack = buf.channels / frame_channels;
+  const int64_t units = buf.batch * stack;
+  const int64_t in_plane = static_cast<int64_t>(p.in_h) * p.in_w;
+  const int64_t out_plane = static_cast<int64_t>(p.out_h) * p.out_w;
+  const bool in_place = static_cast<const void*>(buf.in) == static_cast<const void*>(buf.out);
+  const bool direct = std::is_same<In, Out>::value && buf.scale == 1.0f && buf.bias == 0.0f;
+  In* slots = scratch + static_cast<int64_t>(blockIdx.x) * launch.slots * launch.slot_elems;
+
+  for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
+    const uint32_t sample = static_cast<uint32_t>(unit / stack);
+    const uint32_t frame = static_cast<uint32_t>(unit % stack);
+    const int64_t first_plane =
+        static_cast<int64_t>(sample) * buf.channels + static_cast<int64_t>(frame) * frame_channels;
+    if (threadIdx.x == 0) {
+      draw_pipeline(p, sample, frame, draws);
+      for (int k = 0; k < p.n_ops; ++k)
+        if (p.ops[k].kind == OpKind::kRandomConv)
+          draw_conv_weights(p, p.ops[k], sample, conv_weights + k * kConvWeights);
+    }
+    FrameView<In> src{input_plane(p, buf, first_plane), in_plane, p.in_h, p.in_w};
+    if (in_place && p.n_segments == 1) {  // the only segment writes what it reads
+      stage_plane(src.base, slots, frame_channels * in_plane);
+      src.base = slots;
+    }
+    __syncthreads();
+    for (int i = 0; i < p.n_segments; ++i) {
+      const Segment s = segment_of(p, i);
+      const OpDesc& first = p.ops[s.first];
+      float mean0 = 0.0f;
+      if (first.kind == OpKind::kColorJitter && first.jitter_on[kContrast] && draws[s.first].gate) {
+        long long sum = 0;  // an integer sum: any order gives the same mean
+        for (int64_t j = threadIdx.x; j < static_cast<int64_t>(src.h) * src.w; j += blockDim.x)
+          sum += gray_fixed(static_cast<float>(src.base[j]),
+                            static_cast<float>(src.base[src.channel_stride + j]),
+                            static_cast<float>(src.base[2 * src.channel_stride + j]));
+        partial_sums[threadIdx.x] = sum;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+          long long total = 0;
+          for (unsigned t = 0; t < blockDim.x; ++t) total += partial_sums[t];
+          frame_mean = mean_of_sum(total, src.h, src.w);
+        }
+        __syncthreads();
+        mean0 = frame_mean;
+      }
+      const bool last = i + 1 == p.n_segments;
+      In* stage = slots + (i % 2) * launch.slot_elems;
+      const int64_t plane = static_cast<int64_t>(s.out_h) * s.out_w;
+      const int32_t group = s.mixes ? kMaxMixedChannels : 1;
+      const int64_t work = plane * (frame_channels / group);
+      for (int64_t j = threadIdx.x; j < work; j += blockDim.x) {
+        const int32_t c0 = static_cast<int32_t>(j / plane) * group;
+        const int64_t at = j % plane;
+        const int32_t y = static_cast<int32_t>(at / s.out_w);
+        const int32_t x = static_cast<int32_t>(at % s.out_w);
+        const AxisTrace row = trace_range(p, draws, 0, y, s.first, s.end);
+        const AxisTrace col = trace_range(p, draws, 1, x, s.first, s.end);
+        In v[kMaxMixedChannels];
+        eval_frame_pixel(p, draws, s, row, col, src, conv_weights + s.first * kConvWeights, mean0,
+                         buf.pool, c0, group, v);
+        for (int c = 0; c < group; ++c) {
+          if (!last) {
+            stage[(c0 + c) * plane + at] = v[c];
+          } else {
+            buf.out[(first_plane + c0 + c) * out_plane + at] =
+                direct ? static_cast<Out>(v[c])
+                       : to_output(v[c], buf.scale, buf.bias, static_cast<Out*>(nullptr));
+          }
+        }
+      }
+      __syncthreads();  // the next segment reads the staged frame; the next unit reuses draws
+      src = FrameView<In>{stage, plane, s.out_h, s.out_w};
+    }
   }
 }
 

@@ -41,7 +41,7 @@ KeySpec float_key(std::string name, double fallback, double lo, double hi, std::
 KeySpec float_above_key(std::string name, std::string lo_key, double hi, std::string doc) {
   KeySpec k = key(std::move(name), KeyType::kFloat, std::move(doc));
   k.optional = true;
-  k.float_min_key = std::move(lo_key);
+  k.min_key = std::move(lo_key);
   k.float_max = hi;
   return k;
 }
@@ -57,6 +57,10 @@ KeySpec enum_key(std::string name, std::vector<std::string> choices, std::string
   k.default_value = choices.front();
   k.choices = std::move(choices);
   return k;
+}
+
+KeySpec probability_key(double fallback, std::string doc) {
+  return float_key("p", fallback, 0.0, 1.0, std::move(doc));
 }
 
 KeySpec required_size_key(std::string name, std::string doc) {
@@ -114,6 +118,90 @@ std::vector<OpSchema> make_schemas() {
     op.needs.pool = true;
     ops.push_back(std::move(op));
   }
+  // The second family (DESIGN.md section 3a).
+  {
+    OpSchema op;
+    op.kind = OpKind::kFlip;
+    op.name = "flip";
+    op.doc = "mirror the frame left-right (or top-bottom) with probability p";
+    op.keys = with_common_keys({probability_key(0.5, "probability that a sample is flipped"),
+                                enum_key("axis", {"horizontal", "vertical"},
+                                         "horizontal mirrors columns, vertical mirrors rows")});
+    ops.push_back(std::move(op));
+  }
+  {
+    OpSchema op;
+    op.kind = OpKind::kRotate;
+    op.name = "rotate";
+    op.doc = "rotate by 1, 2 or 3 quarter turns (torch.rot90) with probability p";
+    op.keys = with_common_keys({probability_key(0.5, "probability that a sample is rotated")});
+    op.needs_square = true;
+    ops.push_back(std::move(op));
+  }
+  {
+    OpSchema op;
+    op.kind = OpKind::kTranslate;
+    op.name = "translate";
+    op.doc = "place the frame at a random offset on a zero canvas of size (RAD's translate)";
+    KeySpec size = required_size_key("size", "canvas size: N (N x N) or height x width");
+    op.keys = with_common_keys({size});
+    op.frame_effect = FrameEffect::kGrowsToSize;
+    op.size_key = "size";
+    ops.push_back(std::move(op));
+  }
+  {
+    OpSchema op;
+    op.kind = OpKind::kCutout;
+    op.name = "cutout";
+    op.doc = "blank a random rectangle of min..max pixels a side with 0 or a random colour";
+    KeySpec max = int_key("max", 30, 1, kMaxSide, "largest rectangle side (inclusive)");
+    max.min_key = "min";
+    op.keys = with_common_keys(
+        {int_key("min", 10, 1, kMaxSide, "smallest rectangle side (inclusive)"), max,
+         enum_key("fill", {"zeros", "color"},
+                  "0, or one random colour per sample (RAD's random_cutout_color)"),
+         probability_key(1.0, "probability that a sample gets a rectangle")});
+    ops.push_back(std::move(op));
+  }
+  {
+    OpSchema op;
+    op.kind = OpKind::kGrayscale;
+    op.name = "grayscale";
+    op.doc = "replace R, G and B by their luma (0.299, 0.587, 0.114) with probability p";
+    op.keys = with_common_keys({probability_key(1.0, "probability that a sample is grayed")});
+    op.needs.mixes_channels = true;
+    ops.push_back(std::move(op));
+  }
+  {
+    OpSchema op;
+    op.kind = OpKind::kColorJitter;
+    op.name = "color_jitter";
+    op.doc = "brightness, contrast, saturation and hue jitter in torchvision's order";
+    op.keys = with_common_keys(
+        {float_key("brightness", 0.4, 0.0, 100.0, "factor drawn in [max(0, 1-x), 1+x]; 0 skips"),
+         float_key("contrast", 0.4, 0.0, 100.0, "factor drawn in [max(0, 1-x), 1+x]; 0 skips"),
+         float_key("saturation", 0.4, 0.0, 100.0, "factor drawn in [max(0, 1-x), 1+x]; 0 skips"),
+         float_key("hue", 0.5, 0.0, 0.5, "hue shift drawn in [-x, x] turns; 0 skips"),
+         probability_key(1.0, "probability that a sample is jittered")});
+    op.needs.mixes_channels = true;
+    op.needs.frame_reduction = true;  // contrast's mean, when contrast > 0
+    ops.push_back(std::move(op));
+  }
+  {
+    OpSchema op;
+    op.kind = OpKind::kRandomConv;
+    op.name = "random_conv";
+    op.doc = "a random 3x3 convolution, 3 channels to 3 (DMControl-GB's random_conv, RAD's)";
+    op.keys = with_common_keys(
+        {enum_key("init", {"normal", "xavier"},
+                  "weights N(0, 1) (DMControl-GB) or xavier normal, std sqrt(2/54) (RAD)"),
+         enum_key("padding", {"replicate", "zeros"}, "outside the frame: the border pixel, or 0"),
+         enum_key("activation", {"sigmoid", "none"},
+                  "255 * sigmoid(acc) (DMControl-GB) or 255 * acc (RAD)")});
+    op.needs.mixes_channels = true;
+    op.needs.neighbourhood_3x3 = true;
+    ops.push_back(std::move(op));
+  }
   for (size_t i = 0; i < ops.size(); ++i) {
     if (static_cast<size_t>(ops[i].kind) != i)
       throw std::logic_error("op_schemas(): '" + ops[i].name + "' is out of OpKind order");
@@ -154,11 +242,11 @@ std::string type_form(KeyType type) {
 std::string KeySpec::range_text() const {
   switch (type) {
     case KeyType::kInt:
-      return std::to_string(int_min) + ".." + std::to_string(int_max);
+      return (min_key.empty() ? std::to_string(int_min) : min_key) + ".." + std::to_string(int_max);
     case KeyType::kSize:
       return std::to_string(int_min) + ".." + std::to_string(int_max) + " per side";
     case KeyType::kFloat:
-      return "[" + (float_min_key.empty() ? format_number(float_min) : float_min_key) + ", " +
+      return "[" + (min_key.empty() ? format_number(float_min) : min_key) + ", " +
              format_number(float_max) + "]";
     case KeyType::kBool:
       return "true, false";
@@ -231,7 +319,13 @@ std::optional<std::string> check_key(const OpSchema& op, const KeySpec& key, con
   switch (key.type) {
     case KeyType::kInt: {
       const int64_t v = std::get<int64_t>(value);
-      if (v < key.int_min || v > key.int_max) return "must be in " + key.range_text() + got;
+      int64_t lo = key.int_min;
+      std::string bounds;
+      if (!key.min_key.empty()) {
+        lo = std::get<int64_t>(values.at(static_cast<size_t>(op.key_position(key.min_key))));
+        bounds = " = " + std::to_string(lo) + ".." + std::to_string(key.int_max);
+      }
+      if (v < lo || v > key.int_max) return "must be in " + key.range_text() + bounds + got;
       return std::nullopt;
     }
     case KeyType::kSize: {
@@ -245,8 +339,8 @@ std::optional<std::string> check_key(const OpSchema& op, const KeySpec& key, con
       const double v = std::get<double>(value);
       double lo = key.float_min;
       std::string bounds;
-      if (!key.float_min_key.empty()) {
-        const int at = op.key_position(key.float_min_key);
+      if (!key.min_key.empty()) {
+        const int at = op.key_position(key.min_key);
         lo = std::get<double>(values.at(static_cast<size_t>(at)));
         bounds = " = [" + format_number(lo) + ", " + format_number(key.float_max) + "]";
       }
@@ -268,6 +362,12 @@ std::optional<std::string> check_key(const OpSchema& op, const KeySpec& key, con
 
 std::optional<FrameSize> frame_size_after_op(const OpSchema& op, const KeyValue& size,
                                              const FrameSize& input, std::string* problem) {
+  if (op.needs_square && input.height != FrameSize::kUnknownSide &&
+      input.width != FrameSize::kUnknownSide && input.height != input.width) {
+    *problem = op.name + " needs a square frame at its input, got " + format_size(input) +
+               " (the frame size at this stage); crop to a square first";
+    return std::nullopt;
+  }
   if (op.frame_effect == FrameEffect::kKeeps) return input;
   const FrameSize s = std::get<FrameSize>(size);
   const bool crops = op.frame_effect == FrameEffect::kCropsToSize;

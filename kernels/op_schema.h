@@ -59,14 +59,15 @@ struct KeySpec {
   KeyValue default_value;  // monostate when optional or required
   bool optional = false;   // may stay unset (alpha_max: a fixed alpha; index: the position)
   bool required = false;   // has no default and must be given (crop's size)
-  // Range, both ends inclusive. kInt: [int_min, int_max]; kSize: each side.
+  // Range, both ends inclusive. kInt: [int_min, int_max], or [value of
+  // min_key, int_max] when min_key is set (cutout's max >= min); kSize: each side.
   int64_t int_min = 0;
   int64_t int_max = 0;
-  // kFloat: [float_min, float_max], or [value of float_min_key, float_max]
-  // when float_min_key is set (alpha_max >= alpha).
+  // kFloat: [float_min, float_max], or [value of min_key, float_max]
+  // when min_key is set (alpha_max >= alpha).
   double float_min = 0.0;
   double float_max = 0.0;
-  std::string float_min_key;
+  std::string min_key;               // kInt, kFloat: the key whose value is the lower bound
   std::vector<std::string> choices;  // kEnum
   std::string doc;                   // what the key means, one line
 
@@ -100,7 +101,8 @@ struct OpSchema {
   std::string doc;
   std::vector<KeySpec> keys;  // the op's own keys, then the common ones ("index")
   FrameEffect frame_effect = FrameEffect::kKeeps;
-  std::string size_key;  // the kSize key that sets the output (kCropsToSize, kGrowsToSize)
+  std::string size_key;       // the kSize key that sets the output (kCropsToSize, kGrowsToSize)
+  bool needs_square = false;  // its input frame must be square (rotate)
   OpNeeds needs;
 
   // Position of `key` in `keys`, or -1 when the op has no such key.

@@ -1,14 +1,19 @@
 // The per-pixel math of obsaug, written once for the CPU loops and the CUDA
 // kernels (DESIGN.md section 3).
 //
-// A pipeline is an ordered list of ops. Geometric ops (shift, crop) are
-// translations with clamping or zero fill, so they act on rows and columns
-// separately: `trace_axis` walks one output coordinate back through the ops
-// and records where it lands at each op. Overlay blends a pool image in at the
-// coordinates its stage sees. The value of an output pixel is
+// A pipeline is an ordered list of ops. Geometric ops (shift, crop, flip,
+// rotate, translate) move whole rows and columns: `trace_axis` walks one
+// output coordinate back through the ops and records where it lands at each
+// op (a quarter turn moves a row coordinate onto the column axis and back,
+// which AxisTrace::swapped records). Value ops (overlay, cutout, grayscale,
+// color_jitter) change a pixel at the coordinates their stage sees. The value
+// of an output pixel is
 //   v = input[source] (or 0 from the latest zero-padding op that blanks it),
-//   then every overlay after that point, in pipeline order.
-// Both backends evaluate exactly this; they differ only in loop structure.
+//   then every value op after that point, in pipeline order.
+// Pipelines of shift, crop and overlay only are evaluated per channel plane
+// (eval_pixel below, and the CPU's row-run loops); a pipeline with any op of
+// the second family is evaluated per stacked frame (kernels/frame_eval.h),
+// which also handles the barriers (random_conv, color_jitter's contrast).
 #pragma once
 
 #include <cstdint>
@@ -22,7 +27,24 @@ namespace obsaug {
 constexpr int kMaxOps = 8;
 constexpr uint32_t kWeightOne = 256;  // blend weights are w / 256, w in 0..256
 
-enum class OpKind : int32_t { kShift = 0, kCrop = 1, kOverlay = 2 };
+constexpr uint32_t kGateOne = 1u << 24;  // gate thresholds are in 0..2^24
+
+enum class OpKind : int32_t {
+  kShift = 0,
+  kCrop = 1,
+  kOverlay = 2,
+  // The second family (DESIGN.md section 3a).
+  kFlip = 3,
+  kRotate = 4,
+  kTranslate = 5,
+  kCutout = 6,
+  kGrayscale = 7,
+  kColorJitter = 8,
+  kRandomConv = 9,
+};
+
+// color_jitter's components, in the order they apply.
+enum JitterPart : int { kBrightness = 0, kContrast = 1, kSaturation = 2, kHue = 3 };
 
 // One op with everything resolved on the host: frame sizes at its input and
 // output, alpha turned into integer weights. Trivially copyable: passed by
@@ -33,11 +55,21 @@ struct OpDesc {
   int32_t in_h, in_w;    // frame size this op reads
   int32_t out_h, out_w;  // frame size this op writes
   int32_t pad;           // shift: maximum offset p
-  bool zeros;            // shift: zero fill (else replicate the border)
+  bool zeros;            // shift, random_conv: zero fill (else replicate the border)
   bool center;           // crop: centre offsets instead of random
   bool per_frame;        // overlay: one draw per stacked frame
   uint32_t weight_lo;    // overlay: w range, 0..256
   uint32_t weight_hi;
+  uint32_t gate;    // gated ops: applies iff (r >> 8) < gate, gate in 0..2^24
+  bool vertical;    // flip: mirror rows (else columns)
+  int32_t cut_min;  // cutout: rectangle sides, both inclusive
+  int32_t cut_max;
+  bool fill_color;     // cutout: a drawn colour (else 0)
+  bool jitter_on[4];   // color_jitter: component x > 0 (JitterPart order)
+  float jitter_lo[4];  // color_jitter: factor = lo + unit(r) * span (float32)
+  float jitter_span[4];
+  float conv_std;  // random_conv: weight = conv_std * normal
+  bool sigmoid;    // random_conv: 255 * sigmoid(acc) (else 255 * acc)
 };
 
 struct PipelineDesc {
@@ -49,45 +81,121 @@ struct PipelineDesc {
   int32_t pool_size;       // P: images in the pool (0 without overlay)
   uint64_t seed;
   uint64_t step;
+  // Per-frame evaluation (kernels/frame_eval.h): segment i runs ops
+  // [segment_first[i], segment_first[i + 1]); every segment after the first
+  // starts at a barrier op. n_segments == 0: the per-plane path applies.
+  int32_t n_segments;
+  int32_t segment_first[kMaxOps + 1];
 };
 
 // The parameters one op drew for one sample (and frame, for per-frame ops).
-// Geometric ops (shift, crop) fill offset_x/offset_y: an output coordinate
-// plus the offset is the coordinate at the op's input (shift: dx, dy in
-// [-pad, pad]; crop: ox, oy in [0, in - out]). overlay fills image/weight.
-// Fields an op does not use are 0.
+// Shift and crop fill offset_x/offset_y: an output coordinate plus the offset
+// is the coordinate at the op's input (shift: dx, dy in [-pad, pad]; crop:
+// ox, oy in [0, in - out]); translate's offset is where the frame lands on
+// its canvas (x1, y1), cutout's the rectangle's corner (x0, y0). overlay
+// fills image/weight. Fields an op does not use are 0.
 struct OpDraw {
-  int32_t offset_x;  // shift, crop: column offset
-  int32_t offset_y;  // shift, crop: row offset
+  int32_t offset_x;  // shift, crop, translate, cutout: column offset
+  int32_t offset_y;  // shift, crop, translate, cutout: row offset
   int32_t image;     // overlay: pool image index, 0..P-1
   int32_t weight;    // overlay: blend weight w, 0..256
+  int32_t gate;      // flip, rotate, cutout, grayscale, color_jitter: 1 when the op applies
+  int32_t quarter;   // rotate: quarter turns, 1..3
+  int32_t size_x;    // cutout: rectangle width sw
+  int32_t size_y;    // cutout: rectangle height sh
+  int32_t color[3];  // cutout: fill colour of channels 0..2
+  float factor[4];   // color_jitter: brightness, contrast, saturation, hue (JitterPart order)
 };
 
+// Supplementary block j of an op (DESIGN.md section 3a): frame word 0x8000 + j.
+OBSAUG_HD Philox4 draw_supplementary(const PipelineDesc& p, const OpDesc& op, uint32_t sample,
+                                     uint32_t j) {
+  return draw_block(p.seed, p.step, sample, op.index, 0x8000u + j);
+}
+
+OBSAUG_HD int32_t gate_open(uint32_t r, uint32_t threshold) { return (r >> 8) < threshold ? 1 : 0; }
+
+OBSAUG_HD float drawn_factor(float lo, float span, uint32_t r) {
+  return add_rn(lo, mul_rn(unit(r), span));
+}
+
 OBSAUG_HD OpDraw draw_op(const PipelineDesc& p, const OpDesc& op, uint32_t sample, uint32_t frame) {
+  OpDraw d{};
   switch (op.kind) {
     case OpKind::kShift: {
       const Philox4 r = draw_block(p.seed, p.step, sample, op.index, 0);
       const uint32_t n = 2u * static_cast<uint32_t>(op.pad) + 1u;
-      return OpDraw{static_cast<int32_t>(below(r.v[0], n)) - op.pad,
-                    static_cast<int32_t>(below(r.v[1], n)) - op.pad, 0, 0};
+      d.offset_x = static_cast<int32_t>(below(r.v[0], n)) - op.pad;
+      d.offset_y = static_cast<int32_t>(below(r.v[1], n)) - op.pad;
+      return d;
     }
     case OpKind::kCrop: {
       const uint32_t span_w = static_cast<uint32_t>(op.in_w - op.out_w);
       const uint32_t span_h = static_cast<uint32_t>(op.in_h - op.out_h);
       if (op.center) {
-        return OpDraw{static_cast<int32_t>(span_w / 2), static_cast<int32_t>(span_h / 2), 0, 0};
+        d.offset_x = static_cast<int32_t>(span_w / 2);
+        d.offset_y = static_cast<int32_t>(span_h / 2);
+        return d;
       }
       const Philox4 r = draw_block(p.seed, p.step, sample, op.index, 0);
-      return OpDraw{static_cast<int32_t>(below(r.v[0], span_w + 1)),
-                    static_cast<int32_t>(below(r.v[1], span_h + 1)), 0, 0};
+      d.offset_x = static_cast<int32_t>(below(r.v[0], span_w + 1));
+      d.offset_y = static_cast<int32_t>(below(r.v[1], span_h + 1));
+      return d;
     }
-    case OpKind::kOverlay:
-    default: {
+    case OpKind::kOverlay: {
       const Philox4 r = draw_block(p.seed, p.step, sample, op.index, op.per_frame ? frame : 0);
-      const uint32_t weight = op.weight_lo + below(r.v[1], op.weight_hi - op.weight_lo + 1u);
-      return OpDraw{0, 0, static_cast<int32_t>(below(r.v[0], static_cast<uint32_t>(p.pool_size))),
-                    static_cast<int32_t>(weight)};
+      d.image = static_cast<int32_t>(below(r.v[0], static_cast<uint32_t>(p.pool_size)));
+      d.weight =
+          static_cast<int32_t>(op.weight_lo + below(r.v[1], op.weight_hi - op.weight_lo + 1u));
+      return d;
     }
+    case OpKind::kFlip:
+    case OpKind::kGrayscale: {
+      const Philox4 r = draw_block(p.seed, p.step, sample, op.index, 0);
+      d.gate = gate_open(r.v[0], op.gate);
+      return d;
+    }
+    case OpKind::kRotate: {
+      const Philox4 r = draw_block(p.seed, p.step, sample, op.index, 0);
+      d.gate = gate_open(r.v[0], op.gate);
+      d.quarter = 1 + static_cast<int32_t>(below(r.v[1], 3));
+      return d;
+    }
+    case OpKind::kTranslate: {
+      const Philox4 r = draw_block(p.seed, p.step, sample, op.index, 0);
+      d.offset_x =
+          static_cast<int32_t>(below(r.v[0], static_cast<uint32_t>(op.out_w - op.in_w + 1)));
+      d.offset_y =
+          static_cast<int32_t>(below(r.v[1], static_cast<uint32_t>(op.out_h - op.in_h + 1)));
+      return d;
+    }
+    case OpKind::kCutout: {
+      const Philox4 r = draw_block(p.seed, p.step, sample, op.index, 0);
+      const Philox4 s = draw_supplementary(p, op, sample, 0);
+      const uint32_t sizes = static_cast<uint32_t>(op.cut_max - op.cut_min + 1);
+      const int32_t sw = op.cut_min + static_cast<int32_t>(below(r.v[0], sizes));
+      const int32_t sh = op.cut_min + static_cast<int32_t>(below(r.v[1], sizes));
+      d.size_x = sw < op.in_w ? sw : op.in_w;
+      d.size_y = sh < op.in_h ? sh : op.in_h;
+      d.offset_x =
+          static_cast<int32_t>(below(r.v[2], static_cast<uint32_t>(op.in_w - d.size_x + 1)));
+      d.offset_y =
+          static_cast<int32_t>(below(r.v[3], static_cast<uint32_t>(op.in_h - d.size_y + 1)));
+      d.gate = gate_open(s.v[3], op.gate);
+      for (int c = 0; c < 3; ++c) d.color[c] = static_cast<int32_t>(below(s.v[c], 256));
+      return d;
+    }
+    case OpKind::kColorJitter: {
+      const Philox4 r = draw_block(p.seed, p.step, sample, op.index, 0);
+      const Philox4 s = draw_supplementary(p, op, sample, 0);
+      for (int part = 0; part < 4; ++part)
+        d.factor[part] = drawn_factor(op.jitter_lo[part], op.jitter_span[part], r.v[part]);
+      d.gate = gate_open(s.v[0], op.gate);
+      return d;
+    }
+    case OpKind::kRandomConv:  // its 81 weights: draw_conv_weights (kernels/frame_eval.h)
+    default:
+      return d;
   }
 }
 
@@ -97,46 +205,89 @@ OBSAUG_HD void draw_pipeline(const PipelineDesc& p, uint32_t sample, uint32_t fr
   for (int k = 0; k < p.n_ops; ++k) draws[k] = draw_op(p, p.ops[k], sample, frame);
 }
 
-// Where one output row (axis 0) or column (axis 1) comes from.
+// Where one output row (axis 0) or column (axis 1) comes from. A quarter turn
+// (rotate with q = 1 or 3) moves the coordinate to the other axis: `swapped`
+// says, per op, whether at_op[k] is a coordinate of the other axis than the
+// one the trace started on; `source_swapped` the same for `source`.
 struct AxisTrace {
-  int32_t source;          // coordinate in the pipeline's input frame
+  int32_t source;          // coordinate in the traced range's input frame
   int32_t zero_op;         // latest op whose zero padding blanks it, or -1
   int32_t at_op[kMaxOps];  // coordinate at the output of op k (0 before zero_op)
+  uint32_t swapped;        // bit k: at_op[k] lies on the other axis
+  bool source_swapped;
 };
 
 OBSAUG_HD int32_t clamp_coord(int32_t c, int32_t len) {
   return c < 0 ? 0 : (c >= len ? len - 1 : c);
 }
 
-// Walks output coordinate `coord` back through the geometric ops. Geometric
-// draws do not depend on the frame, so any frame's draws may be passed.
-OBSAUG_HD AxisTrace trace_axis(const PipelineDesc& p, const OpDraw* draws, int axis,
-                               int32_t coord) {
+// Walks coordinate `coord` on `axis` at the output of op end - 1 back through
+// the geometric ops first..end-1, to the input of op `first`. Geometric draws
+// do not depend on the frame, so any frame's draws may be passed.
+OBSAUG_HD AxisTrace trace_range(const PipelineDesc& p, const OpDraw* draws, int axis, int32_t coord,
+                                int first, int end) {
   AxisTrace t;
   t.zero_op = -1;
-  for (int k = p.n_ops - 1; k >= 0; --k) {
+  t.swapped = 0;
+  int a = axis;  // the axis `coord` lies on at this stage
+  for (int k = end - 1; k >= first; --k) {
     const OpDesc& op = p.ops[k];
     if (t.zero_op >= 0) {
       t.at_op[k] = 0;
       continue;
     }
     t.at_op[k] = coord;
-    const int32_t offset = axis == 0 ? draws[k].offset_y : draws[k].offset_x;
-    const int32_t len_in = axis == 0 ? op.in_h : op.in_w;
-    if (op.kind == OpKind::kShift) {
-      coord += offset;
-      if (op.zeros && (coord < 0 || coord >= len_in)) {
-        t.zero_op = k;
-        coord = 0;
-      } else {
-        coord = clamp_coord(coord, len_in);
-      }
-    } else if (op.kind == OpKind::kCrop) {
-      coord += offset;
+    if (a != axis) t.swapped |= 1u << k;
+    const OpDraw& d = draws[k];
+    const int32_t offset = a == 0 ? d.offset_y : d.offset_x;
+    const int32_t len_in = a == 0 ? op.in_h : op.in_w;
+    switch (op.kind) {
+      case OpKind::kShift:
+        coord += offset;
+        if (op.zeros && (coord < 0 || coord >= len_in)) {
+          t.zero_op = k;
+          coord = 0;
+        } else {
+          coord = clamp_coord(coord, len_in);
+        }
+        break;
+      case OpKind::kCrop:
+        coord += offset;
+        break;
+      case OpKind::kTranslate:  // the frame sits at (offset_x, offset_y) on a zero canvas
+        coord -= offset;
+        if (coord < 0 || coord >= len_in) {
+          t.zero_op = k;
+          coord = 0;
+        }
+        break;
+      case OpKind::kFlip:
+        if (d.gate && (op.vertical ? a == 0 : a == 1)) coord = len_in - 1 - coord;
+        break;
+      case OpKind::kRotate:
+        // torch.rot90(x, q, dims=(-2, -1)) on a square n x n frame:
+        // q=1 out[y][x] = in[x][n-1-y]; q=2 in[n-1-y][n-1-x]; q=3 in[n-1-x][y].
+        if (d.gate) {
+          const bool odd = d.quarter != 2;
+          const bool mirrored = d.quarter == 2 || (d.quarter == 1 ? a == 0 : a == 1);
+          if (mirrored) coord = len_in - 1 - coord;
+          if (odd) a = 1 - a;
+        }
+        break;
+      default:  // value ops keep coordinates
+        break;
     }
   }
   t.source = coord;
+  t.source_swapped = a != axis;
   return t;
+}
+
+// The whole pipeline (the per-plane path: shift, crop and overlay only, so
+// nothing is swapped).
+OBSAUG_HD AxisTrace trace_axis(const PipelineDesc& p, const OpDraw* draws, int axis,
+                               int32_t coord) {
+  return trace_range(p, draws, axis, coord, 0, p.n_ops);
 }
 
 OBSAUG_HD int32_t zero_op_of(const AxisTrace& row, const AxisTrace& col) {

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "kernels/frame_eval.h"
+
 namespace obsaug {
 namespace {
 
@@ -276,6 +278,24 @@ uint32_t blend_weight(double alpha) {
   return static_cast<uint32_t>(std::round(alpha * 256.0));  // half up: alpha >= 0
 }
 
+uint32_t gate_threshold(double p) {
+  return static_cast<uint32_t>(std::min(16777216.0, std::ceil(p * 16777216.0)));
+}
+
+namespace {
+
+// color_jitter's factor range for strength x, as float32 lo and span from
+// double (DESIGN.md section 3a): [max(0, 1-x), 1+x], or [-x, x] for hue.
+void set_jitter_part(OpDesc* op, JitterPart part, double x) {
+  const double lo = part == kHue ? -x : std::max(0.0, 1.0 - x);
+  const double hi = part == kHue ? x : 1.0 + x;
+  op->jitter_on[part] = x > 0.0;
+  op->jitter_lo[part] = static_cast<float>(lo);
+  op->jitter_span[part] = static_cast<float>(hi - lo);
+}
+
+}  // namespace
+
 bool has_overlay(const Pipeline& pipeline) {
   for (const OpSpec& op : pipeline)
     if (op.schema().needs.pool) return true;
@@ -335,8 +355,46 @@ PipelineDesc resolve_pipeline(const Pipeline& pipeline, const FrameGeometry& g, 
         op.weight_hi = blend_weight(spec.get_optional_float("alpha_max").value_or(alpha));
         break;
       }
+      case OpKind::kFlip:
+        op.gate = gate_threshold(spec.get_float("p"));
+        op.vertical = spec.get_choice("axis") == "vertical";
+        break;
+      case OpKind::kRotate:
+      case OpKind::kGrayscale:
+        op.gate = gate_threshold(spec.get_float("p"));
+        break;
+      case OpKind::kTranslate:
+        break;
+      case OpKind::kCutout:
+        op.gate = gate_threshold(spec.get_float("p"));
+        op.cut_min = static_cast<int32_t>(std::min<int64_t>(spec.get_int("min"), 1 << 30));
+        op.cut_max = static_cast<int32_t>(std::min<int64_t>(spec.get_int("max"), 1 << 30));
+        op.fill_color = spec.get_choice("fill") == "color";
+        break;
+      case OpKind::kColorJitter:
+        op.gate = gate_threshold(spec.get_float("p"));
+        set_jitter_part(&op, kBrightness, spec.get_float("brightness"));
+        set_jitter_part(&op, kContrast, spec.get_float("contrast"));
+        set_jitter_part(&op, kSaturation, spec.get_float("saturation"));
+        set_jitter_part(&op, kHue, spec.get_float("hue"));
+        break;
+      case OpKind::kRandomConv:
+        op.zeros = spec.get_choice("padding") == "zeros";
+        op.sigmoid = spec.get_choice("activation") == "sigmoid";
+        op.conv_std = spec.get_choice("init") == "xavier"
+                          ? static_cast<float>(std::sqrt(2.0 / 54.0))  // 0x3e4511a3
+                          : 1.0f;
+        break;
+    }
+    if (spec.schema().needs.mixes_channels && g.frame_channels != 3) {
+      TORCH_CHECK_VALUE(
+          false, where(k, spec), ": needs RGB frames (C = 3 channels per stacked frame), ",
+          g.pool_size > 0
+              ? "got C = " + std::to_string(g.frame_channels) + " (the pool's channels)"
+              : std::string("but the observation's channel count S*C is not a multiple of 3"));
     }
   }
+  plan_segments(&desc);
   return desc;
 }
 

@@ -125,4 +125,7 @@ PipelineDesc resolve_pipeline(const Pipeline& pipeline, const FrameGeometry& geo
 // Whether any op reads the distractor pool (OpNeeds::pool).
 bool has_overlay(const Pipeline& pipeline);
 
+// A gate's threshold T = min(2^24, ceil(p * 2^24)), in double (section 3a).
+uint32_t gate_threshold(double p);
+
 }  // namespace obsaug

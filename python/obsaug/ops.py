@@ -16,8 +16,11 @@ import torch
 
 from . import _C
 
+import inspect
+
 __all__ = ["shift", "crop", "overlay", "augment", "gather_augment", "pipeline_text", "schema",
-           "frame_sizes"]
+           "frame_sizes", "flip", "rotate", "translate", "cutout", "grayscale", "color_jitter",
+           "random_conv"]
 
 # The op schema (kernels/op_schema.cpp): every op's keys with their types,
 # defaults and ranges, its effect on the frame size and what it needs. The
@@ -302,3 +305,93 @@ def _overlay_inplace_fake(obs, pool, seed, step, alpha=_default("overlay", "alph
     _single_op_fake(obs, {"op": "overlay", "alpha": alpha, "alpha_max": alpha_max,
                           "per_frame": per_frame, "index": op_index})
     return None
+
+
+# --- the second family (DESIGN.md section 3a) ---
+# Each is torch.ops.obsaug.<name>(obs, seed, step, <its keys>, op_index),
+# declared in C++ from the op schema; the Python functions and fake kernels
+# below are made from the same schema, so a key added there appears here.
+
+_SECOND_FAMILY = ("flip", "rotate", "translate", "cutout", "grayscale", "color_jitter",
+                  "random_conv")
+
+
+def _own_keys(name: str) -> Dict[str, Dict[str, Any]]:
+    return {key: spec for key, spec in _SCHEMA[name]["keys"].items() if key != "index"}
+
+
+def _schema_value(name: str, key: str, spec: Mapping[str, Any], value: Any) -> Any:
+    """``value`` as the torch op takes it, after the schema's type check."""
+    _value_text(name, key, spec, value)  # TypeError for a value of the wrong type
+    kind = spec["type"]
+    if kind == "size":
+        return [_int_arg(key, side) for side in _size_pair(value)]
+    if kind == "int":
+        return _int_arg(key, value)
+    if kind == "float":
+        return float(value)
+    return value
+
+
+def _make_single_op(name: str):
+    keys = _own_keys(name)
+    required = [key for key, spec in keys.items() if spec["required"]]
+
+    def op(obs: torch.Tensor, *, seed: int, step: int, op_index: int = 0,
+           **values: Any) -> torch.Tensor:
+        unknown = sorted(set(values) - set(keys))
+        if unknown:
+            raise TypeError(f"{name}() got unexpected keyword(s) {unknown}; {name} takes "
+                            f"seed, step, {', '.join(keys)}, op_index")
+        missing = [key for key in required if key not in values]
+        if missing:
+            raise TypeError(f"{name}() needs {', '.join(missing)}")
+        args = [_schema_value(name, key, spec, values.get(key, spec["default"]))
+                for key, spec in keys.items()]
+        return getattr(torch.ops.obsaug, name)(obs, _as_int64("seed", seed),
+                                               _as_int64("step", step), *args,
+                                               _int_arg("op_index", op_index))
+
+    params = [inspect.Parameter("obs", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+              inspect.Parameter("seed", inspect.Parameter.KEYWORD_ONLY),
+              inspect.Parameter("step", inspect.Parameter.KEYWORD_ONLY)]
+    params += [inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY,
+                                 default=inspect.Parameter.empty if spec["required"]
+                                 else spec["default"])
+               for key, spec in keys.items()]
+    params.append(inspect.Parameter("op_index", inspect.Parameter.KEYWORD_ONLY, default=0))
+    op.__signature__ = inspect.Signature(params)
+    op.__name__ = op.__qualname__ = name
+    key_docs = "\n".join(f"    {key} ({spec['default_text']}; {spec['range']}): {spec['doc']}"
+                         for key, spec in keys.items())
+    op.__doc__ = (f"{_SCHEMA[name]['doc'][0].upper()}{_SCHEMA[name]['doc'][1:]}.\n\n"
+                  f"Keys (default; range):\n{key_docs}\n\n"
+                  "Parameters are drawn per sample (DESIGN.md section 3a) and shared by its "
+                  "stacked frames; the same as the pipeline entry "
+                  f"``{{'op': '{name}', ...}}`` of :func:`augment` at index ``op_index``.")
+    return op
+
+
+def _make_single_op_fake(name: str):
+    keys = list(_own_keys(name))
+
+    def fake(obs, seed, step, *args, **kwargs):
+        values = dict(zip(keys + ["op_index"], args))
+        values.update(kwargs)
+        op = {"op": name, "index": values.pop("op_index", 0)}
+        for key, value in values.items():
+            if _SCHEMA[name]["keys"][key]["type"] == "size":
+                h, w = value[0], value[-1]
+                if not (isinstance(h, int) and isinstance(w, int)):  # symbolic
+                    return obs.new_empty((obs.shape[0], obs.shape[1], h, w))
+                value = (h, w)
+            op[key] = value
+        return _single_op_fake(obs, op)
+
+    return fake
+
+
+for _name in _SECOND_FAMILY:
+    globals()[_name] = _make_single_op(_name)
+    torch.library.register_fake(f"obsaug::{_name}")(_make_single_op_fake(_name))
+del _name

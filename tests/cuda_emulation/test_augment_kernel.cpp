@@ -141,7 +141,14 @@ SharedLayout run_case(const Case& c) {
                                       c.bias,  index};
     const AugmentLaunch launch = augment_launch(desc, buf, c.sm_count);
     layout = launch.layout;
-    if (launch.blocks > 0) {
+    if (desc.n_segments > 0) {  // the per-frame kernel, with its scratch in "global memory"
+      const FrameLaunch frames = frame_launch(desc, c.batch * c.stack, c.in_place, c.sm_count);
+      std::vector<In> scratch(static_cast<size_t>(frames.scratch_elems()));
+      if (frames.blocks > 0) {
+        cuda_emu::launch({dim3(frames.blocks), dim3(kThreads), 0, order},
+                         augment_frames_kernel<In, Out>, desc, buf, scratch.data(), frames);
+      }
+    } else if (launch.blocks > 0) {
       cuda_emu::launch(
           {dim3(launch.blocks), dim3(kThreads), static_cast<size_t>(launch.layout.total()), order},
           augment_kernel<In, Out>, desc, buf, launch.layout);
@@ -323,6 +330,83 @@ TEST(AugmentKernelEmulated, BatchSizesFromOneTo300) {
     c.sm_count = batch == 7 ? 132 : 1;  // one block per plane, or blocks striding over planes
     run(c);
   }
+}
+
+OpSpec op(OpKind kind, std::vector<std::pair<std::string, KeyValue>> values = {}) {
+  OpSpec spec(kind);
+  for (auto& [key, value] : values) spec.set(key, value);
+  return spec;
+}
+
+// The per-frame kernel (second family): every op, the barriers, mixed with
+// the first family, in every dtype, in place, gathered, and with blocks
+// striding over frames.
+TEST(AugmentKernelEmulated, SecondFamilyPipelines) {
+  const OpSpec conv = op(OpKind::kRandomConv);
+  const OpSpec conv_rad =
+      op(OpKind::kRandomConv, {{"init", "xavier"}, {"padding", "zeros"}, {"activation", "none"}});
+  const OpSpec jitter = op(OpKind::kColorJitter, {{"p", 0.7}});
+  const OpSpec brightness_only =
+      op(OpKind::kColorJitter, {{"contrast", 0.0}, {"saturation", 0.0}, {"hue", 0.0}});
+  const Pipeline pipelines[] = {
+      {op(OpKind::kFlip)},
+      {op(OpKind::kFlip, {{"axis", "vertical"}, {"p", 0.9}})},
+      {op(OpKind::kRotate, {{"p", 0.8}})},
+      {op(OpKind::kTranslate, {{"size", FrameSize{26, 27}}})},
+      {op(OpKind::kCutout, {{"min", int64_t{2}}, {"max", int64_t{9}}, {"fill", "color"}})},
+      {op(OpKind::kGrayscale, {{"p", 0.6}})},
+      {jitter},
+      {brightness_only},
+      {conv},
+      {conv_rad},
+      {OpSpec::shift(3), op(OpKind::kRotate, {{"p", 1.0}}), OpSpec::overlay(0.4, 0.9),
+       op(OpKind::kCutout, {{"min", int64_t{3}}, {"max", int64_t{30}}})},
+      {OpSpec::crop(18, 18), conv, op(OpKind::kFlip), jitter},
+      {jitter, OpSpec::shift(2, "zeros"), conv_rad, op(OpKind::kGrayscale)},
+      {op(OpKind::kTranslate, {{"size", FrameSize{24, 24}}}), op(OpKind::kRotate),
+       OpSpec::overlay(0.5), jitter, OpSpec::crop(20, 19)},
+  };
+  const Types types[] = {Types::kU8, Types::kF32, Types::kU8ToF32};
+  for (size_t i = 0; i < std::size(pipelines); ++i) {
+    for (Types t : types) {
+      for (bool in_place : {false, true}) {
+        const std::vector<FrameSize> sizes = frame_sizes(pipelines[i], {20, 20});
+        if (in_place && (t == Types::kU8ToF32 || sizes.back() != FrameSize{20, 20})) continue;
+        SCOPED_TRACE(format_pipeline(pipelines[i]) + " " + name_of(t) +
+                     (in_place ? " in place" : ""));
+        Case c = make(pipelines[i], t);
+        c.height = 20;
+        c.width = 20;
+        c.batch = kSanitized ? 2 : 5;
+        c.stack = 2;
+        c.in_place = in_place;
+        c.misalign = i % 2;
+        if (t == Types::kU8ToF32) c.scale = 1.0f / 255.0f;
+        run(c);
+      }
+    }
+  }
+}
+
+TEST(AugmentKernelEmulated, SecondFamilyStridingGatherAndOneChannel) {
+  Case c = make({op(OpKind::kFlip, {{"p", 0.5}}), op(OpKind::kColorJitter), OpSpec::shift(2)});
+  c.batch = kSanitized ? 9 : 40;
+  c.stack = 3;
+  c.height = 11;
+  c.width = 13;
+  c.sm_count = 1;  // 8 blocks striding over the frames
+  run(c);
+  c.gather_frames = 7;
+  run(c);
+  c.types = Types::kF32;
+  run(c);
+  // C = 1 (Atari): the ops that do not mix channels, one channel at a time.
+  c = make({op(OpKind::kCutout, {{"fill", "color"}}), op(OpKind::kRotate), OpSpec::crop(12, 10)});
+  c.frame_channels = 1;
+  c.stack = 4;
+  c.height = 14;
+  c.width = 14;
+  run(c);
 }
 
 TEST(AugmentKernelEmulated, EveryOp) {

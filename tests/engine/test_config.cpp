@@ -233,12 +233,15 @@ TEST_F(ConfigText, BadChoiceNamesTheAllowedValues) {
                "<test>: pool.refresh.mode: must be one of async, sync; got 'asnc' (did you mean "
                "'async'?)");
   expect("pipeline: [{op: shfit}]", "pipeline[0].op",
-         {"must be one of shift, crop, overlay; got 'shfit' (did you mean 'shift'?)"});
+         {"must be one of shift, crop, overlay, flip, rotate, translate, cutout, grayscale, "
+          "color_jitter, random_conv; got 'shfit' (did you mean 'shift'?)"});
 }
 
 TEST_F(ConfigText, MissingRequired) {
   expect("pipeline: [{op: shift}, {pad: 4, padding: zeros}]", "pipeline[1]",
-         {"missing 'op' (one of shift, crop, overlay)", "keys pad, padding"});
+         {"missing 'op' (one of shift, crop, overlay, flip, rotate, translate, cutout, grayscale, "
+          "color_jitter, random_conv)",
+          "keys pad, padding"});
   expect("pipeline: [{op: crop}]", "pipeline[0]", {"crop needs 'size' (N, or height and width)"});
   expect("pipeline: [{op: crop, size: ~}]", "pipeline[0]", {"crop needs 'size'"});
 }

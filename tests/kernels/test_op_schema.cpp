@@ -71,8 +71,10 @@ TEST(OpSchema, TableIsInOpKindOrderAndFindsByName) {
     EXPECT_EQ(&op_schema(op.kind), &op);
     EXPECT_EQ(find_op_schema(op.name), &op);
   }
-  EXPECT_EQ(find_op_schema("rotate"), nullptr);
-  EXPECT_EQ(op_name_list(), "shift, crop, overlay");
+  EXPECT_EQ(find_op_schema("rotate90"), nullptr);
+  EXPECT_EQ(op_name_list(),
+            "shift, crop, overlay, flip, rotate, translate, cutout, grayscale, color_jitter, "
+            "random_conv");
 }
 
 TEST(OpSchema, EveryOpHasItsDocumentedKeys) {
@@ -84,6 +86,17 @@ TEST(OpSchema, EveryOpHasItsDocumentedKeys) {
   EXPECT_EQ(key_names(op_schema(OpKind::kOverlay)),
             (std::vector<std::string>{"alpha", "alpha_max", "per_frame", "index"}));
   EXPECT_EQ(op_schema(OpKind::kOverlay).key_list(), "op, alpha, alpha_max, per_frame, index");
+  EXPECT_EQ(key_names(op_schema(OpKind::kFlip)), (std::vector<std::string>{"p", "axis", "index"}));
+  EXPECT_EQ(key_names(op_schema(OpKind::kRotate)), (std::vector<std::string>{"p", "index"}));
+  EXPECT_EQ(key_names(op_schema(OpKind::kTranslate)), (std::vector<std::string>{"size", "index"}));
+  EXPECT_EQ(key_names(op_schema(OpKind::kCutout)),
+            (std::vector<std::string>{"min", "max", "fill", "p", "index"}));
+  EXPECT_EQ(key_names(op_schema(OpKind::kGrayscale)), (std::vector<std::string>{"p", "index"}));
+  EXPECT_EQ(
+      key_names(op_schema(OpKind::kColorJitter)),
+      (std::vector<std::string>{"brightness", "contrast", "saturation", "hue", "p", "index"}));
+  EXPECT_EQ(key_names(op_schema(OpKind::kRandomConv)),
+            (std::vector<std::string>{"init", "padding", "activation", "index"}));
   for (const OpSchema& op : op_schemas()) {
     SCOPED_TRACE(op.name);
     EXPECT_EQ(op.keys.back().name, "index");
@@ -96,8 +109,12 @@ TEST(OpSchema, EveryOpHasItsDocumentedKeys) {
       // A default exactly when the key is neither optional nor required.
       EXPECT_EQ(std::holds_alternative<std::monostate>(key.default_value),
                 key.optional || key.required);
-      if (key.type == KeyType::kEnum) EXPECT_GE(key.choices.size(), 2u);
-      if (!key.float_min_key.empty()) EXPECT_GE(op.key_position(key.float_min_key), 0);
+      if (key.type == KeyType::kEnum) {
+        EXPECT_GE(key.choices.size(), 2u);
+      }
+      if (!key.min_key.empty()) {
+        EXPECT_GE(op.key_position(key.min_key), 0);
+      }
     }
     // The defaults are in range.
     EXPECT_FALSE(check_op(every_key_set(op)).has_value());
@@ -116,10 +133,13 @@ TEST(OpSchema, FrameEffectsAndNeeds) {
   EXPECT_EQ(op_schema(OpKind::kOverlay).frame_effect, FrameEffect::kKeeps);
   for (const OpSchema& op : op_schemas()) {
     SCOPED_TRACE(op.name);
+    const bool rgb = op.kind == OpKind::kGrayscale || op.kind == OpKind::kColorJitter ||
+                     op.kind == OpKind::kRandomConv;
     EXPECT_EQ(op.needs.pool, op.kind == OpKind::kOverlay);
-    EXPECT_FALSE(op.needs.mixes_channels);
-    EXPECT_FALSE(op.needs.neighbourhood_3x3);
-    EXPECT_FALSE(op.needs.frame_reduction);
+    EXPECT_EQ(op.needs.mixes_channels, rgb);
+    EXPECT_EQ(op.needs.neighbourhood_3x3, op.kind == OpKind::kRandomConv);
+    EXPECT_EQ(op.needs.frame_reduction, op.kind == OpKind::kColorJitter);
+    EXPECT_EQ(op.needs_square, op.kind == OpKind::kRotate);
   }
   EXPECT_FALSE(has_overlay({OpSpec::shift(1), OpSpec::crop(2, 2)}));
   EXPECT_TRUE(has_overlay({OpSpec::crop(2, 2), OpSpec::overlay(0.5)}));
@@ -155,18 +175,21 @@ TEST(OpSchema, EveryRangeIsEnforcedWithItsText) {
       std::vector<KeyValue> good;
       std::vector<KeyValue> bad;
       switch (key.type) {
-        case KeyType::kInt:
-          good = {key.int_min, key.int_max};
-          bad = {key.int_min - 1, key.int_max + 1};
+        case KeyType::kInt: {
+          const int64_t lo = key.min_key.empty() ? key.int_min : 10;
+          good = {lo, key.int_max};
+          bad = {lo - 1, key.int_max + 1};
           break;
+        }
         case KeyType::kSize:
           good = {FrameSize{key.int_min, key.int_max}};
           bad = {FrameSize{key.int_min - 1, key.int_min}, FrameSize{key.int_min, key.int_max + 1}};
           break;
         case KeyType::kFloat: {
-          const double lo = key.float_min_key.empty() ? key.float_min : 0.5;
+          const double lo = key.min_key.empty() ? key.float_min : 0.5;
           good = {lo, key.float_max};
-          bad = {std::nextafter(lo, -1.0), std::nextafter(key.float_max, 2.0),
+          bad = {std::nextafter(lo, -1.0),
+                 std::nextafter(key.float_max, std::numeric_limits<double>::infinity()),
                  std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()};
           break;
         }
@@ -179,7 +202,8 @@ TEST(OpSchema, EveryRangeIsEnforcedWithItsText) {
           break;
       }
       OpSpec op = every_key_set(schema);
-      if (!key.float_min_key.empty()) op.set(key.float_min_key, 0.5);
+      if (!key.min_key.empty())
+        op.set(key.min_key, key.type == KeyType::kInt ? KeyValue{int64_t{10}} : KeyValue{0.5});
       for (const KeyValue& v : good) {
         op.set(key.name, v);
         EXPECT_FALSE(check_op(op).has_value()) << format_op(op, OpStyle::kText);

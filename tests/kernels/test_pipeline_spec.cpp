@@ -142,8 +142,10 @@ TEST(PipelineSpec, RandomPipelinesRoundTrip) {
 // ---------------------------------------------------------------- errors
 
 TEST(PipelineSpecErrors, UnknownOp) {
-  const std::string m = parse_error("op=shift|op=rotate,pad=3");
-  expect_mentions(m, {"op 1", "op must be one of shift, crop, overlay; got 'rotate'"});
+  const std::string m = parse_error("op=shift|op=rotate90,pad=3");
+  expect_mentions(m, {"op 1",
+                      "op must be one of shift, crop, overlay, flip, rotate, translate, cutout, "
+                      "grayscale, color_jitter, random_conv; got 'rotate90'"});
 }
 
 TEST(PipelineSpecErrors, MissingOp) {

@@ -18,7 +18,8 @@ README = pathlib.Path(__file__).resolve().parents[3] / "README.md"
 
 def test_schema_lists_every_op_with_typed_keys():
     schema = ops.schema()
-    assert list(schema) == ["shift", "crop", "overlay"]
+    assert list(schema) == ["shift", "crop", "overlay", "flip", "rotate", "translate", "cutout",
+                            "grayscale", "color_jitter", "random_conv"]
     assert list(schema["shift"]["keys"]) == ["pad", "padding", "index"]
     assert list(schema["crop"]["keys"]) == ["size", "center", "index"]
     assert list(schema["overlay"]["keys"]) == ["alpha", "alpha_max", "per_frame", "index"]
@@ -34,11 +35,24 @@ def test_schema_lists_every_op_with_typed_keys():
     alpha_max = schema["overlay"]["keys"]["alpha_max"]
     assert (alpha_max["type"], alpha_max["optional"], alpha_max["min_key"], alpha_max["max"]) == \
         ("float", True, "alpha", 1.0)
-    assert [schema[op]["frame_size"] for op in schema] == ["keeps", "crops_to_size", "keeps"]
+    assert list(schema["cutout"]["keys"]) == ["min", "max", "fill", "p", "index"]
+    cut_max = schema["cutout"]["keys"]["max"]
+    assert (cut_max["type"], cut_max["min_key"], cut_max["range"]) == \
+        ("int", "min", "min..1073741824")
+    assert list(schema["color_jitter"]["keys"]) == ["brightness", "contrast", "saturation", "hue",
+                                                    "p", "index"]
+    assert list(schema["random_conv"]["keys"]) == ["init", "padding", "activation", "index"]
+    assert [schema[op]["frame_size"] for op in schema] == \
+        ["keeps", "crops_to_size", "keeps", "keeps", "keeps", "grows_to_size", "keeps", "keeps",
+         "keeps", "keeps"]
+    assert [op for op in schema if schema[op]["needs_square"]] == ["rotate"]
+    assert [op for op in schema if schema[op]["mixes_channels"]] == \
+        ["grayscale", "color_jitter", "random_conv"]
     assert schema["crop"]["size_key"] == "size" and schema["shift"]["size_key"] is None
-    assert [schema[op]["needs_pool"] for op in schema] == [False, False, True]
+    assert [op for op in schema if schema[op]["needs_pool"]] == ["overlay"]
+    assert [op for op in schema if schema[op]["neighbourhood_3x3"]] == ["random_conv"]
+    assert [op for op in schema if schema[op]["frame_reduction"]] == ["color_jitter"]
     for op in schema.values():
-        assert not (op["mixes_channels"] or op["neighbourhood_3x3"] or op["frame_reduction"])
         assert op["keys"]["index"] == {**op["keys"]["index"], "type": "int", "optional": True,
                                        "default": None, "range": "0..65535"}
 
@@ -54,7 +68,8 @@ def test_schema_returns_a_copy():
 
 FRAME_SIZE_TEXT = {"keeps": "keeps", "crops_to_size": "crops to `{}`",
                    "grows_to_size": "grows to `{}`"}
-NEEDS_TEXT = {"needs_pool": "reads the pool", "mixes_channels": "mixes channels",
+NEEDS_TEXT = {"needs_square": "needs a square frame",
+              "needs_pool": "reads the pool", "mixes_channels": "mixes channels",
               "neighbourhood_3x3": "reads a 3x3 neighbourhood",
               "frame_reduction": "needs a whole-frame reduction"}
 
@@ -132,8 +147,8 @@ def test_unknown_keys_list_the_ops_keys_from_the_schema():
     with pytest.raises(ValueError, match=r"unknown key\(s\) \['pda'\]; shift takes op, pad, "
                                          r"padding, index"):
         ops.pipeline_text([{"op": "shift", "pda": 4}])
-    with pytest.raises(ValueError, match="op must be one of shift, crop, overlay; got 'rotate'"):
-        ops.pipeline_text([{"op": "rotate"}])
+    with pytest.raises(ValueError, match="op must be one of shift, crop, overlay, flip, rotate, translate, cutout, grayscale, color_jitter, random_conv; got 'rotate90'"):
+        ops.pipeline_text([{"op": "rotate90"}])
 
 
 # --------------------------------------------------------------- frame sizes
