@@ -16,15 +16,24 @@ scripts share live in harness.py:
                                the ImageFolder it reads, made from data/photos
     LazyFrames, DMCGBReplayBuffer
                                src/utils.py's FrameStack LazyFrames and ReplayBuffer
+    dmcgb_random_conv          src/augmentations.py's random_conv (a loop over the batch)
+    grouped_random_conv        the same batched: one conv2d with groups=B
+  RAD (MishaLaskin/rad)
+    rad_random_crop, rad_random_translate, rad_random_cutout, rad_random_cutout_color
+                               data_augs.py's numpy functions (uint8 replay arrays)
+    rad_random_flip, rad_random_rotation, rad_random_grayscale, rad_random_convolution,
+    rad_random_color_jitter    data_augs.py's torch functions (float 0..1)
+    RadColorJitterLayer        TransformLayer.py's ColorJitterLayer (HSV, masked assignments)
 
-Used by benchmarks/bench_ops.py, bench_side_by_side.py, bench_replay.py and
-bench_agent.py. tests/python/kernels/test_nn.py keeps its own, independent copy
+Used by benchmarks/bench_ops.py, bench_side_by_side.py, bench_replay.py,
+bench_agent.py and bench_second_family.py. tests/python/kernels/test_nn.py keeps its own, independent copy
 of RandomShiftsAug on purpose.
 """
 from __future__ import annotations
 
 import math
 import os
+import random
 import tempfile
 from typing import Dict, List, Optional
 
@@ -476,3 +485,274 @@ class DMCGBReplayBuffer:
         obs = dmcgb_random_shift_kornia(obs, pad, reuse_crop)
         next_obs = dmcgb_random_shift_kornia(next_obs, pad, reuse_crop)
         return obs, actions, rewards, next_obs, not_dones
+
+
+# --------------------------------------------------------------------------
+# DMControl-GB: src/augmentations.py random_conv (SVEA's other augmentation)
+# --------------------------------------------------------------------------
+
+def dmcgb_random_conv(x):
+    """DMControl-GB's random_conv, re-implemented from its behaviour: a Python
+    loop over the batch; per sample torch.randn(3, 3, 3, 3) weights moved to
+    x's device, the sample's S frames as [S, 3, H, W] / 255, F.pad replicate 1,
+    F.conv2d, sigmoid, * 255, and the result appended to the output with
+    torch.cat on every iteration (quadratic copying, as published); float
+    0..255 in and out."""
+    n, c, h, w = x.shape
+    total = None
+    for i in range(n):
+        weights = torch.randn(3, 3, 3, 3).to(x.device)
+        frames = x[i:i + 1].reshape(-1, 3, h, w) / 255.
+        frames = F.pad(frames, pad=[1, 1, 1, 1], mode='replicate')
+        out = torch.sigmoid(F.conv2d(frames, weights)) * 255.
+        total = out if total is None else torch.cat([total, out], dim=0)
+    return total.reshape(n, c, h, w)
+
+
+def grouped_random_conv(x):
+    """The same augmentation batched, as one would vectorise it: B weight sets
+    in one [B*3, 3, 3, 3] tensor (torch.randn on x's device), the batch as
+    [S, B*3, H, W], replicate pad, one F.conv2d with groups=B, sigmoid * 255."""
+    n, c, h, w = x.shape
+    s = c // 3
+    weights = torch.randn(n * 3, 3, 3, 3, device=x.device)
+    frames = x.reshape(n, s, 3, h, w).transpose(0, 1).reshape(s, n * 3, h, w) / 255.
+    frames = F.pad(frames, pad=[1, 1, 1, 1], mode='replicate')
+    out = torch.sigmoid(F.conv2d(frames, weights, groups=n)) * 255.
+    return out.reshape(s, n, 3, h, w).transpose(0, 1).reshape(n, c, h, w)
+
+
+# --------------------------------------------------------------------------
+# RAD (MishaLaskin/rad): data_augs.py and TransformLayer.py's ColorJitterLayer,
+# re-implemented from their behaviour. The numpy functions take the replay's
+# uint8 (B, C, H, W) arrays; the torch ones float 0..1 tensors (RAD divides
+# by 255 in between). Draws come from np.random / torch's generator as in RAD.
+# --------------------------------------------------------------------------
+
+def rad_random_crop(imgs, out=84):
+    """numpy: offsets np.random.randint(0, h - out + 1) per sample (both from
+    h), then a Python loop copying each window into a preallocated array."""
+    n, c, h, w = imgs.shape
+    top_max = h - out + 1
+    w1 = np.random.randint(0, top_max, n)
+    h1 = np.random.randint(0, top_max, n)
+    cropped = np.empty((n, c, out, out), dtype=imgs.dtype)
+    for i in range(n):
+        cropped[i] = imgs[i, :, h1[i]:h1[i] + out, w1[i]:w1[i] + out]
+    return cropped
+
+
+def rad_random_translate(imgs, size):
+    """numpy: a zero canvas (n, c, size, size), offsets randint(0, size - h + 1)
+    and randint(0, size - w + 1), a Python loop pasting each frame."""
+    n, c, h, w = imgs.shape
+    outs = np.zeros((n, c, size, size), dtype=imgs.dtype)
+    h1s = np.random.randint(0, size - h + 1, n)
+    w1s = np.random.randint(0, size - w + 1, n)
+    for i in range(n):
+        outs[i, :, h1s[i]:h1s[i] + h, w1s[i]:w1s[i] + w] = imgs[i]
+    return outs
+
+
+def _rad_cutout_loop(imgs, min_cut, max_cut, colour):
+    """RAD's cutout loop: sides randint(min_cut, max_cut) per axis, the side
+    reused as the offset, each sample copied then boxed."""
+    n, c, h, w = imgs.shape
+    w1 = np.random.randint(min_cut, max_cut, n)
+    h1 = np.random.randint(min_cut, max_cut, n)
+    boxes = np.random.randint(0, 255, size=(n, c)) / 255. if colour else None
+    cutouts = np.empty((n, c, h, w), dtype=imgs.dtype)
+    for i in range(n):
+        img = imgs[i].copy()
+        region = img[:, h1[i]:2 * h1[i], w1[i]:2 * w1[i]]
+        if colour:
+            region[...] = np.tile(boxes[i].reshape(-1, 1, 1), (1,) + region.shape[1:])
+        else:
+            region[...] = 0
+        cutouts[i] = img
+    return cutouts
+
+
+def rad_random_cutout(imgs, min_cut=10, max_cut=30):
+    return _rad_cutout_loop(imgs, min_cut, max_cut, colour=False)
+
+
+def rad_random_cutout_color(imgs, min_cut=10, max_cut=30):
+    return _rad_cutout_loop(imgs, min_cut, max_cut, colour=True)
+
+
+def _rad_mask(n, p, channels, dtype, device):
+    """RAD's per-sample gate: np.random.uniform(0, 1, n) <= p, as a float mask
+    [n, channels] built on the host and moved to the device."""
+    keep = torch.from_numpy(np.random.uniform(0., 1., size=(n,)) <= p)
+    mask = keep[:, None] * torch.ones([1, channels]).type(keep.dtype)
+    return mask.type(dtype).to(device)
+
+
+def rad_random_flip(images, p=.2):
+    """torch: the whole batch flipped on the width axis, blended per sample
+    with a host-drawn mask: mask * flipped + (1 - mask) * images."""
+    bs, c, h, w = images.shape
+    flipped = images.flip([3])
+    mask = _rad_mask(bs, p, c, images.dtype, images.device)[:, :, None, None]
+    return (mask * flipped + (1 - mask) * images).view([bs, -1, h, w])
+
+
+def rad_random_rotation(images, p=.3):
+    """torch: rot90 by 1, 2 and 3 quarter turns of the whole batch, a host-drawn
+    choice per sample (gate rnd <= p times randint(1, 4)), four one-hot masks
+    and their weighted sum."""
+    bs, c, h, w = images.shape
+    turns = [images, images.rot90(1, [2, 3]), images.rot90(2, [2, 3]), images.rot90(3, [2, 3])]
+    gate = np.random.uniform(0., 1., size=(bs,)) <= p
+    choice = torch.from_numpy(np.random.randint(1, 4, size=(bs,)) * gate).to(images.device)
+    out = 0
+    for q, turned in enumerate(turns):
+        m = torch.zeros_like(choice)
+        m[torch.where(choice == q)] = 1
+        m = (m[:, None] * torch.ones([1, c]).type(choice.dtype).type(images.dtype)
+             .to(images.device))[:, :, None, None]
+        out = out + m * turned
+    return out.view([bs, -1, h, w])
+
+
+def _rad_gray(imgs):
+    """[b, S*3, h, w] uint8 -> [b, S, 3, h, w] float: 0.2989 R + 0.587 G + 0.114 B,
+    truncated to uint8, tiled over the three channels."""
+    b, c, h, w = imgs.shape
+    v = imgs.view([b, c // 3, 3, h, w])
+    g = v[:, :, 0] * 0.2989 + v[:, :, 1] * 0.587 + v[:, :, 2] * 0.114
+    g = g.type(torch.uint8).float()[:, :, None]
+    return g * torch.ones([1, 1, 3, 1, 1], dtype=g.dtype).float().to(imgs.device)
+
+
+def rad_random_grayscale(images, p=.3):
+    """torch float 0..1: * 255 -> uint8 (truncating), gray of every sample, a
+    host-drawn mask per sample and frame, blend, back to the input type / 255."""
+    in_type = images.type()
+    u8 = (images * 255.).type(torch.uint8)
+    bs, c, h, w = u8.shape
+    gray = _rad_gray(u8)
+    frames = c // 3
+    u8 = u8.view(*gray.shape)
+    mask = _rad_mask(bs, p, frames, u8.dtype, u8.device)[:, :, None, None, None]
+    out = mask * gray + (1 - mask) * u8
+    return out.view([bs, -1, h, w]).type(in_type) / 255.
+
+
+def rad_random_convolution(imgs):
+    """torch float 0..1: one nn.Conv2d(3, 3, 3, bias=False, padding=1) built per
+    call; per sample xavier_normal_ on its weight, the sample's frames through
+    it, appended with torch.cat (a loop over the batch, as published)."""
+    b, c, h, w = imgs.shape
+    conv = nn.Conv2d(3, 3, kernel_size=3, bias=False, padding=1).to(imgs.device)
+    total = None
+    for i in range(b):
+        torch.nn.init.xavier_normal_(conv.weight.data)
+        out = conv(imgs[i:i + 1].reshape(-1, 3, h, w))
+        total = out if total is None else torch.cat((total, out), 0)
+    return total.reshape(-1, c, h, w)
+
+
+def _rad_rgb2hsv(rgb, eps=1e-8):
+    r, g, b = rgb[:, 0], rgb[:, 1], rgb[:, 2]
+    cmax = rgb.max(1)[0]
+    cmin = rgb.min(1)[0]
+    delta = cmax - cmin
+    hue = torch.zeros((rgb.shape[0], rgb.shape[2], rgb.shape[3])).to(rgb.device)
+    hue[cmax == r] = (((g - b) / (delta + eps)) % 6)[cmax == r]
+    hue[cmax == g] = ((b - r) / (delta + eps) + 2)[cmax == g]
+    hue[cmax == b] = ((r - g) / (delta + eps) + 4)[cmax == b]
+    hue[cmax == 0] = 0.0
+    hue = (hue / 6.).unsqueeze(1)
+    sat = delta / (cmax + eps)
+    sat[cmax == 0.] = 0.
+    return torch.cat((hue, sat.unsqueeze(1), cmax.unsqueeze(1)), dim=1)
+
+
+def _rad_hsv2rgb(hsv):
+    hsv = torch.clamp(hsv, 0, 1)
+    hue = hsv[:, 0] * 360.
+    sat, val = hsv[:, 1], hsv[:, 2]
+    c = val * sat
+    x = -c * (torch.abs((hue / 60.) % 2 - 1) - 1)
+    m = (val - c).unsqueeze(1)
+    prime = torch.zeros_like(hsv).to(hsv.device)
+    # sextant k: (channel that gets c, channel that gets x)
+    for k, (ci, xi) in enumerate(((0, 1), (1, 0), (1, 2), (2, 1), (2, 0), (0, 2))):
+        inds = (hue < 60 * (k + 1)) * (hue >= 60 * k)
+        prime[:, ci][inds] = c[inds]
+        prime[:, xi][inds] = x[inds]
+    return torch.clamp(prime + torch.cat((m, m, m), dim=1), 0, 1)
+
+
+class RadColorJitterLayer(nn.Module):
+    """RAD's ColorJitterLayer(brightness, contrast, saturation, hue, p,
+    batch_size, stack_size=3): factors drawn uniform per sample on the device
+    (batch_size of them, repeated over the stack), contrast as a per-channel
+    mean blend in RGB, brightness / saturation scaling V / S and hue adding
+    h * 255 / 360 in HSV (masked assignments both ways), the RGB step first or
+    last with probability 1/2 (python random), samples chosen by
+    np.random.choice with probability p and written back into the input."""
+
+    def __init__(self, brightness=0.4, contrast=0.4, saturation=0.4, hue=0.5, p=1.0,
+                 batch_size=128, stack_size=3):
+        super().__init__()
+        self.brightness = [max(1 - brightness, 0), 1 + brightness]
+        self.contrast = [max(1 - contrast, 0), 1 + contrast]
+        self.saturation = [max(1 - saturation, 0), 1 + saturation]
+        self.hue = [-hue, hue]
+        self.prob, self.batch_size, self.stack_size = p, batch_size, stack_size
+
+    def _factor(self, bounds, device):
+        f = torch.empty(self.batch_size, device=device).uniform_(*bounds)
+        return f.reshape(-1, 1).repeat(1, self.stack_size).reshape(-1)
+
+    def adjust_contrast(self, x):
+        f = self._factor(self.contrast, x.device)
+        means = torch.mean(x, dim=(2, 3), keepdim=True)
+        return torch.clamp((x - means) * f.view(len(x), 1, 1, 1) + means, 0, 1)
+
+    def adjust_hue(self, x):
+        f = self._factor(self.hue, x.device)
+        h = x[:, 0, :, :]
+        h += f.view(len(x), 1, 1) * 255. / 360.
+        x[:, 0, :, :] = h % 1
+        return x
+
+    def adjust_brightness(self, x):
+        f = self._factor(self.brightness, x.device)
+        x[:, 2, :, :] = torch.clamp(x[:, 2, :, :] * f.view(len(x), 1, 1), 0, 1)
+        return torch.clamp(x, 0, 1)
+
+    def adjust_saturate(self, x):
+        f = self._factor(self.saturation, x.device)
+        x[:, 1, :, :] = torch.clamp(x[:, 1, :, :] * f.view(len(x), 1, 1), 0, 1)
+        return torch.clamp(x, 0, 1)
+
+    def transform(self, inputs):
+        hsv_steps = [_rad_rgb2hsv, self.adjust_brightness, self.adjust_hue,
+                     self.adjust_saturate, _rad_hsv2rgb]
+        steps = ([self.adjust_contrast] + hsv_steps if random.uniform(0, 1) >= 0.5
+                 else hsv_steps + [self.adjust_contrast])
+        for step in steps:
+            inputs = step(inputs)
+        return inputs
+
+    def forward(self, inputs):
+        chosen = np.random.choice([True, False], len(inputs), p=[self.prob, 1 - self.prob])
+        inds = torch.tensor(chosen).to(inputs.device)
+        if chosen.sum() > 0:
+            inputs[inds] = self.transform(inputs[inds])
+        return inputs
+
+
+def rad_random_color_jitter(imgs, batch_size=None):
+    """RAD's random_color_jitter: the (B, S*3, H, W) float 0..1 batch viewed as
+    (B*S, 3, H, W) through a ColorJitterLayer(0.4, 0.4, 0.4, 0.5, p=1) built
+    per call. RAD hard-codes batch_size=128 (the layer's factor count, so it
+    runs only at B = 128, S = 3); here it is the batch's B."""
+    b, c, h, w = imgs.shape
+    layer = RadColorJitterLayer(0.4, 0.4, 0.4, 0.5, p=1.0, batch_size=batch_size or b,
+                                stack_size=c // 3)
+    return layer(imgs.view(-1, 3, h, w)).view(b, c, h, w)

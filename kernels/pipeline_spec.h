@@ -113,10 +113,10 @@ struct FrameGeometry {
   int64_t height = 0;
   int64_t width = 0;
   int64_t frame_channels = 1;  // C
-  int64_t channels = 0;        // S*C of the observations, when known (for messages)
   int64_t pool_size = 0;       // P, 0 when no pool is given
   int64_t pool_h = 0;
   int64_t pool_w = 0;
+  int64_t channels = 0;  // S*C of the observations, when known (for messages)
 };
 
 // Checks every op against the frame geometry and resolves sizes and weights.

@@ -401,7 +401,8 @@ TEST(ConfigPresets, EveryPresetIsTested) {
     names.push_back(entry.path().filename().string());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"atari.yaml", "default.yaml", "drq_shift.yaml",
-                                             "rad_crop.yaml", "svea_overlay.yaml"}));
+                                             "rad.yaml", "rad_crop.yaml", "svea_conv.yaml",
+                                             "svea_overlay.yaml"}));
 }
 
 TEST(ConfigPresets, PhotoPresets) {
@@ -493,6 +494,46 @@ TEST(ConfigPresets, RadCrop) {
   EXPECT_EQ(c.pipeline[0].get_size("size"), (FrameSize{84, 84}));
   EXPECT_FALSE(c.pipeline[0].get_bool("center"));
   EXPECT_EQ(frame_size_after(c), (std::pair<int64_t, int64_t>{84, 84}));
+  expect_resolves(c);
+}
+
+TEST(ConfigPresets, SveaConv) {
+  const Config c = load_preset("svea_conv.yaml");
+  EXPECT_EQ(c.frames.stack, 3);
+  EXPECT_EQ(c.frames.channels, 3);
+  EXPECT_EQ(c.frames.height, 84);
+  ASSERT_EQ(c.pipeline.size(), 2u);
+  EXPECT_EQ(c.pipeline[0].kind(), OpKind::kShift);
+  EXPECT_EQ(c.pipeline[0].get_int("pad"), 4);
+  EXPECT_EQ(c.pipeline[0].get_choice("padding"), "replicate");
+  EXPECT_EQ(c.pipeline[1].schema().name, "random_conv");
+  EXPECT_EQ(c.pipeline[1].get_choice("init"), "normal");
+  EXPECT_EQ(c.pipeline[1].get_choice("padding"), "replicate");
+  EXPECT_EQ(c.pipeline[1].get_choice("activation"), "sigmoid");
+  EXPECT_TRUE(c.pool.sources.empty());
+  expect_resolves(c);
+}
+
+TEST(ConfigPresets, Rad) {
+  const Config c = load_preset("rad.yaml");
+  EXPECT_EQ(c.frames.height, 100);
+  EXPECT_EQ(c.frames.width, 100);
+  ASSERT_EQ(c.pipeline.size(), 5u);
+  EXPECT_EQ(c.pipeline[0].kind(), OpKind::kCrop);
+  EXPECT_EQ(c.pipeline[0].get_size("size"), (FrameSize{84, 84}));
+  EXPECT_EQ(c.pipeline[1].schema().name, "cutout");
+  EXPECT_EQ(c.pipeline[1].get_int("min"), 10);
+  EXPECT_EQ(c.pipeline[1].get_int("max"), 29);  // RAD's randint(10, 30)
+  EXPECT_EQ(c.pipeline[1].get_choice("fill"), "zeros");
+  EXPECT_EQ(c.pipeline[2].schema().name, "flip");
+  EXPECT_EQ(c.pipeline[2].get_float("p"), 0.2);
+  EXPECT_EQ(c.pipeline[2].get_choice("axis"), "horizontal");
+  EXPECT_EQ(c.pipeline[3].schema().name, "rotate");
+  EXPECT_EQ(c.pipeline[3].get_float("p"), 0.3);
+  EXPECT_EQ(c.pipeline[4].schema().name, "grayscale");
+  EXPECT_EQ(c.pipeline[4].get_float("p"), 0.3);
+  EXPECT_EQ(frame_size_after(c), (std::pair<int64_t, int64_t>{84, 84}));
+  EXPECT_TRUE(c.pool.sources.empty());
   expect_resolves(c);
 }
 

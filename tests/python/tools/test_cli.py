@@ -206,6 +206,8 @@ def grid_size(batch, stack, h, w, ah, aw, scale):
     ("default.yaml", 4, 1, (3, 84, 84, 84, 84)),
     ("rad_crop.yaml", 3, 2, (3, 100, 100, 84, 84)),
     ("atari.yaml", 2, 1, (4, 84, 84, 84, 84)),
+    ("svea_conv.yaml", 2, 1, (3, 84, 84, 84, 84)),
+    ("rad.yaml", 2, 1, (3, 100, 100, 84, 84)),
 ])
 def test_preview_writes_png(tmp_path, name, batch, scale, geometry):
     out = tmp_path / "grid.png"

@@ -18,24 +18,28 @@ frame size, device and alpha, closed at interpreter exit;
 ``set_default_engine(engine)`` makes every call use ``engine.augment(x)``
 instead (its config then decides photos, alpha, device and frame size).
 
-Every call draws fresh parameters: the functions share one step counter,
-each ``RandomShift`` has its own (saved in its ``state_dict``).
+``random_conv(x)`` is DMControl-GB's ``random_conv`` (SVEA's other
+augmentation): float 0..255 in and out, one random 3x3 convolution per sample.
+``obsaug.nn.rad`` holds RAD's ``data_augs`` functions under their names.
+
+Every call draws fresh parameters: the functions (here and in ``rad``) share
+one step counter (``obsaug.nn._steps``: call k uses seed 0, step k); each
+``RandomShift`` has its own (saved in its ``state_dict``).
 """
 from __future__ import annotations
 
 import atexit
-import itertools
 import os
 import threading
-from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 import torch
 
-from . import ops
+from .. import locations, ops
+from . import _steps
 
-__all__ = ["RandomShift", "random_overlay", "random_shift", "random_crop",
-           "set_default_engine", "default_photos"]
+__all__ = ["RandomShift", "random_overlay", "random_shift", "random_crop", "random_conv",
+           "set_default_engine", "default_photos", "rad"]
 
 
 # --- RandomShift -------------------------------------------------------------
@@ -93,8 +97,6 @@ class RandomShift(torch.nn.Module):
 
 # --- DMControl-GB functions ---------------------------------------------------
 
-_SEED = 0
-_steps = itertools.count()
 _lock = threading.Lock()
 _default_engine: Optional[Any] = None
 _engines: Dict[Tuple[int, int, str, float], Any] = {}  # the built-in engines, closed at exit
@@ -113,13 +115,10 @@ def _close_engines() -> None:
 
 
 def default_photos() -> str:
-    """The distractor source of the built-in engines: $OBSAUG_PHOTOS, else data/photos."""
-    env = os.environ.get("OBSAUG_PHOTOS")
-    if env:
-        return env
-    if os.path.isdir(os.path.join("data", "photos")):  # run from the repository root
-        return os.path.abspath(os.path.join("data", "photos"))
-    return str(Path(__file__).resolve().parents[2] / "data" / "photos")  # python/obsaug/ in a checkout
+    """The distractor source of the built-in engines: the embedded photographs as a
+    config's ``data/photos`` finds them (``$OBSAUG_PHOTOS``, the user cache, then
+    ``data/photos``; obsaug.locations)."""
+    return locations.embedded_photos()
 
 
 def set_default_engine(engine: Optional[Any]) -> None:
@@ -129,7 +128,7 @@ def set_default_engine(engine: Optional[Any]) -> None:
 
 
 def _overlay_engine(x: torch.Tensor, alpha: float) -> Any:
-    from .engine import Engine  # needs the native Engine (built with the pool and yaml-cpp)
+    from ..engine import Engine  # needs the native Engine (built with the pool and yaml-cpp)
 
     key = (x.shape[-2], x.shape[-1], str(x.device), float(alpha))
     with _lock:
@@ -137,7 +136,7 @@ def _overlay_engine(x: torch.Tensor, alpha: float) -> Any:
         if engine is None:
             engine = Engine({
                 "device": str(x.device),
-                "seed": _SEED,
+                "seed": _steps.SEED,
                 "frames": {"stack": max(1, x.shape[1] // 3), "channels": 3,
                            "height": x.shape[-2], "width": x.shape[-1]},
                 "pipeline": [{"op": "overlay", "alpha": float(alpha)}],
@@ -161,9 +160,28 @@ def random_overlay(x: torch.Tensor, alpha: float = 0.5) -> torch.Tensor:
 
 def random_shift(x: torch.Tensor, pad: int = 4) -> torch.Tensor:
     """DMControl-GB's ``random_shift``: pad ``pad`` (replicate) and crop back, per sample."""
-    return ops.shift(x, seed=_SEED, step=next(_steps), pad=pad)
+    return ops.shift(x, seed=_steps.SEED, step=_steps.take(), pad=pad)
 
 
 def random_crop(x: torch.Tensor, size: int = 84) -> torch.Tensor:
     """DMControl-GB's ``random_crop``: a random ``size`` x ``size`` window per sample."""
-    return ops.crop(x, seed=_SEED, step=next(_steps), size=size)
+    return ops.crop(x, seed=_steps.SEED, step=_steps.take(), size=size)
+
+
+def random_conv(x: torch.Tensor) -> torch.Tensor:
+    """DMControl-GB's ``random_conv``: a random 3x3 convolution per sample, float 0..255.
+
+    x: ``[B, S*3, H, W]`` float32 holding 0..255 (DMControl-GB's observations;
+    uint8 works too and gives uint8, rounded), CPU or CUDA. Returns a new
+    tensor of the same shape and dtype: per sample one weight tensor
+    ``w[3, 3, 3, 3]`` of standard normals shared by its S frames,
+    ``255 * sigmoid(conv2d(pad_replicate(x / 255), w))`` per frame, as
+    DMControl-GB computes it (``obsaug.ops.random_conv`` with init normal,
+    padding replicate, activation sigmoid). The normals come from obsaug's
+    counter-based generator, not from ``torch.randn``; the whole batch is one
+    kernel call instead of DMControl-GB's Python loop over samples.
+    """
+    return ops.random_conv(x, seed=_steps.SEED, step=_steps.take())
+
+
+from . import rad  # noqa: E402  (obsaug.nn.rad; it imports this package's _steps)
