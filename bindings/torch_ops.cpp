@@ -9,6 +9,7 @@
 #include <torch/library.h>
 
 #include "kernels/augment.h"
+#include "kernels/name_table.h"
 
 namespace obsaug::bindings {
 
@@ -79,20 +80,22 @@ std::string schema_default(const KeySpec& key) {
   return "";
 }
 
-const char* schema_type(KeyType type) {
-  switch (type) {
-    case KeyType::kInt:
-      return "int";
-    case KeyType::kFloat:
-      return "float";
-    case KeyType::kBool:
-      return "bool";
-    case KeyType::kEnum:
-      return "str";
-    case KeyType::kSize:
-      return "int[]";
-  }
-  return "?";
+constexpr NamedValue<KeyType> kSchemaTypes[] = {{KeyType::kInt, "int"},
+                                                {KeyType::kFloat, "float"},
+                                                {KeyType::kBool, "bool"},
+                                                {KeyType::kEnum, "str"},
+                                                {KeyType::kSize, "int[]"}};
+
+// An argument of the boxed call as the value of `key`.
+KeyValue key_value(const KeySpec& key, const c10::IValue& value, const std::string& op) {
+  if (key.type == KeyType::kInt) return value.toInt();
+  if (key.type == KeyType::kFloat) return value.toDouble();
+  if (key.type == KeyType::kBool) return value.toBool();
+  if (key.type == KeyType::kEnum) return value.toStringRef();
+  const std::vector<int64_t> size = value.toIntVector();
+  TORCH_CHECK_VALUE(size.size() == 1 || size.size() == 2, op, ": ", key.name,
+                    " must be N or (H, W), got ", size.size(), " values");
+  return FrameSize{size.front(), size.back()};
 }
 
 // The op's keys other than `index` (which the schema calls op_index).
@@ -108,7 +111,7 @@ std::vector<const KeySpec*> own_keys(const OpSchema& op) {
 std::string single_op_declaration(const OpSchema& op) {
   std::string out = op.name + "(Tensor obs, int seed, int step";
   for (const KeySpec* key : own_keys(op)) {
-    out += std::string(", ") + schema_type(key->type) + " " + key->name;
+    out += std::string(", ") + name_of(kSchemaTypes, key->type, "?") + " " + key->name;
     if (!key->required) out += "=" + schema_default(*key);
   }
   return out + ", int op_index=0) -> Tensor";
@@ -122,30 +125,8 @@ void run_single_op(const c10::OperatorHandle& handle, torch::jit::Stack* stack) 
   const size_t n_args = 3 + keys.size() + 1;
   auto args = torch::jit::last(*stack, n_args);
   OpSpec spec(schema->kind);
-  for (size_t i = 0; i < keys.size(); ++i) {
-    const c10::IValue& value = args[3 + i];
-    switch (keys[i]->type) {
-      case KeyType::kInt:
-        spec.set(keys[i]->name, value.toInt());
-        break;
-      case KeyType::kFloat:
-        spec.set(keys[i]->name, value.toDouble());
-        break;
-      case KeyType::kBool:
-        spec.set(keys[i]->name, value.toBool());
-        break;
-      case KeyType::kEnum:
-        spec.set(keys[i]->name, value.toStringRef());
-        break;
-      case KeyType::kSize: {
-        const std::vector<int64_t> size = value.toIntVector();
-        TORCH_CHECK_VALUE(size.size() == 1 || size.size() == 2, schema->name, ": ", keys[i]->name,
-                          " must be N or (H, W), got ", size.size(), " values");
-        spec.set(keys[i]->name, FrameSize{size.front(), size.back()});
-        break;
-      }
-    }
-  }
+  for (size_t i = 0; i < keys.size(); ++i)
+    spec.set(keys[i]->name, key_value(*keys[i], args[3 + i], schema->name));
   spec.at_index(args[n_args - 1].toInt());
   const at::Tensor obs = args[0].toTensor();
   const uint64_t seed = static_cast<uint64_t>(args[1].toInt());

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/pipeline.h"
 
@@ -40,6 +41,30 @@ OBSAUG_HD const In* input_plane(const PipelineDesc& p, const AugmentBuffers<In, 
   const int64_t stack = buf.channels / p.frame_channels;
   const int64_t frame = buf.frame_index[sample * stack + channel / p.frame_channels];
   return buf.in + (frame * p.frame_channels + channel % p.frame_channels) * plane_size;
+}
+
+// One call's work in stacked frames, for the per-frame path (CPU and CUDA).
+struct FrameBatch {
+  int64_t frame_channels;  // C
+  int64_t stack;           // S
+  int64_t units;           // B * S stacked frames
+  int64_t in_plane;        // pixels of an input plane
+  int64_t out_plane;       // pixels of an output plane
+  bool in_place;
+  bool direct;  // same dtype without an affine: store the value itself
+};
+
+template <typename In, typename Out>
+OBSAUG_HD FrameBatch frame_batch(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
+  FrameBatch f;
+  f.frame_channels = p.frame_channels;
+  f.stack = buf.channels / f.frame_channels;
+  f.units = buf.batch * f.stack;
+  f.in_plane = static_cast<int64_t>(p.in_h) * p.in_w;
+  f.out_plane = static_cast<int64_t>(p.out_h) * p.out_w;
+  f.in_place = static_cast<const void*>(buf.in) == static_cast<const void*>(buf.out);
+  f.direct = std::is_same<In, Out>::value && buf.scale == 1.0f && buf.bias == 0.0f;
+  return f;
 }
 
 // v[i] = blend(v[i], d[i], weight) for i < n, with the CPU's widest exact

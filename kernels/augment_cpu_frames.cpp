@@ -22,27 +22,21 @@ int64_t largest_stage_plane(const PipelineDesc& p) {
 
 template <typename In, typename Out>
 void augment_cpu_frames(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
-  const int64_t frame_channels = p.frame_channels;
-  const int64_t stack = buf.channels / frame_channels;
-  const int64_t units = buf.batch * stack;
-  const int64_t in_plane = static_cast<int64_t>(p.in_h) * p.in_w;
-  const int64_t out_plane = static_cast<int64_t>(p.out_h) * p.out_w;
-  const bool in_place = static_cast<const void*>(buf.in) == static_cast<const void*>(buf.out);
-  const bool direct = std::is_same<In, Out>::value && buf.scale == 1.0f && buf.bias == 0.0f;
+  const FrameBatch work = frame_batch(p, buf);
   const int64_t stage_plane = largest_stage_plane(p);
 
-  at::parallel_for(0, units, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, work.units, 1, [&](int64_t begin, int64_t end) {
     std::vector<In> stages[2];
-    for (auto& stage : stages) stage.resize(static_cast<size_t>(frame_channels * stage_plane));
+    for (auto& stage : stages) stage.resize(static_cast<size_t>(work.frame_channels * stage_plane));
     std::vector<AxisTrace> rows, cols;
     OpDraw draws[kMaxOps];
     std::vector<float> weights(static_cast<size_t>(kMaxOps) * kConvWeights);
     int64_t weights_sample = -1;
     for (int64_t unit = begin; unit < end; ++unit) {
-      const uint32_t sample = static_cast<uint32_t>(unit / stack);
-      const uint32_t frame = static_cast<uint32_t>(unit % stack);
+      const uint32_t sample = static_cast<uint32_t>(unit / work.stack);
+      const uint32_t frame = static_cast<uint32_t>(unit % work.stack);
       const int64_t first_plane = static_cast<int64_t>(sample) * buf.channels +
-                                  static_cast<int64_t>(frame) * frame_channels;
+                                  static_cast<int64_t>(frame) * work.frame_channels;
       draw_pipeline(p, sample, frame, draws);
       if (weights_sample != sample) {  // the same weights for every frame of a sample
         for (int k = 0; k < p.n_ops; ++k)
@@ -50,9 +44,9 @@ void augment_cpu_frames(const PipelineDesc& p, const AugmentBuffers<In, Out>& bu
             draw_conv_weights(p, p.ops[k], sample, weights.data() + k * kConvWeights);
         weights_sample = sample;
       }
-      FrameView<In> src{input_plane(p, buf, first_plane), in_plane, p.in_h, p.in_w};
-      if (in_place && p.n_segments == 1) {  // the only segment writes what it reads
-        std::memcpy(stages[1].data(), src.base, sizeof(In) * frame_channels * in_plane);
+      FrameView<In> src{input_plane(p, buf, first_plane), work.in_plane, p.in_h, p.in_w};
+      if (work.in_place && p.n_segments == 1) {  // the only segment writes what it reads
+        std::memcpy(stages[1].data(), src.base, sizeof(In) * work.frame_channels * work.in_plane);
         src.base = stages[1].data();
       }
       for (int i = 0; i < p.n_segments; ++i) {
@@ -63,9 +57,7 @@ void augment_cpu_frames(const PipelineDesc& p, const AugmentBuffers<In, Out>& bu
             draws[s.first].gate) {
           int64_t sum = 0;
           for (int64_t j = 0; j < static_cast<int64_t>(src.h) * src.w; ++j)
-            sum += gray_fixed(static_cast<float>(src.base[j]),
-                              static_cast<float>(src.base[src.channel_stride + j]),
-                              static_cast<float>(src.base[2 * src.channel_stride + j]));
+            sum += gray_fixed_at(src, j);
           mean0 = mean_of_sum(sum, src.h, src.w);
         }
         rows.resize(s.out_h);
@@ -77,7 +69,7 @@ void augment_cpu_frames(const PipelineDesc& p, const AugmentBuffers<In, Out>& bu
         const int64_t plane = static_cast<int64_t>(s.out_h) * s.out_w;
         const int32_t group = s.mixes ? kMaxMixedChannels : 1;
         const float* conv = weights.data() + s.first * kConvWeights;
-        for (int32_t c0 = 0; c0 < frame_channels; c0 += group) {
+        for (int32_t c0 = 0; c0 < work.frame_channels; c0 += group) {
           for (int32_t y = 0; y < s.out_h; ++y) {
             for (int32_t x = 0; x < s.out_w; ++x) {
               In v[kMaxMixedChannels];
@@ -88,9 +80,10 @@ void augment_cpu_frames(const PipelineDesc& p, const AugmentBuffers<In, Out>& bu
                 if (!last) {
                   stage[(c0 + c) * plane + at] = v[c];
                 } else {
-                  Out* out = buf.out + (first_plane + c0 + c) * out_plane + at;
-                  *out = direct ? static_cast<Out>(v[c])
-                                : to_output(v[c], buf.scale, buf.bias, static_cast<Out*>(nullptr));
+                  Out* out = buf.out + (first_plane + c0 + c) * work.out_plane + at;
+                  *out = work.direct
+                             ? static_cast<Out>(v[c])
+                             : to_output(v[c], buf.scale, buf.bias, static_cast<Out*>(nullptr));
                 }
               }
             }

@@ -200,29 +200,23 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ long long partial_sums[kThreads];
   __shared__ float frame_mean;
 
-  const int32_t frame_channels = p.frame_channels;
-  const int64_t stack = buf.channels / frame_channels;
-  const int64_t units = buf.batch * stack;
-  const int64_t in_plane = static_cast<int64_t>(p.in_h) * p.in_w;
-  const int64_t out_plane = static_cast<int64_t>(p.out_h) * p.out_w;
-  const bool in_place = static_cast<const void*>(buf.in) == static_cast<const void*>(buf.out);
-  const bool direct = std::is_same<In, Out>::value && buf.scale == 1.0f && buf.bias == 0.0f;
+  const FrameBatch work = frame_batch(p, buf);
   In* slots = scratch + static_cast<int64_t>(blockIdx.x) * launch.slots * launch.slot_elems;
 
-  for (int64_t unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const uint32_t sample = static_cast<uint32_t>(unit / stack);
-    const uint32_t frame = static_cast<uint32_t>(unit % stack);
-    const int64_t first_plane =
-        static_cast<int64_t>(sample) * buf.channels + static_cast<int64_t>(frame) * frame_channels;
+  for (int64_t unit = blockIdx.x; unit < work.units; unit += gridDim.x) {
+    const uint32_t sample = static_cast<uint32_t>(unit / work.stack);
+    const uint32_t frame = static_cast<uint32_t>(unit % work.stack);
+    const int64_t first_plane = static_cast<int64_t>(sample) * buf.channels +
+                                static_cast<int64_t>(frame) * work.frame_channels;
     if (threadIdx.x == 0) {
       draw_pipeline(p, sample, frame, draws);
       for (int k = 0; k < p.n_ops; ++k)
         if (p.ops[k].kind == OpKind::kRandomConv)
           draw_conv_weights(p, p.ops[k], sample, conv_weights + k * kConvWeights);
     }
-    FrameView<In> src{input_plane(p, buf, first_plane), in_plane, p.in_h, p.in_w};
-    if (in_place && p.n_segments == 1) {  // the only segment writes what it reads
-      stage_plane(src.base, slots, frame_channels * in_plane);
+    FrameView<In> src{input_plane(p, buf, first_plane), work.in_plane, p.in_h, p.in_w};
+    if (work.in_place && p.n_segments == 1) {  // the only segment writes what it reads
+      stage_plane(src.base, slots, work.frame_channels * work.in_plane);
       src.base = slots;
     }
     __syncthreads();
@@ -233,9 +227,7 @@ __global__ void __launch_bounds__(kThreads)
       if (first.kind == OpKind::kColorJitter && first.jitter_on[kContrast] && draws[s.first].gate) {
         long long sum = 0;  // an integer sum: any order gives the same mean
         for (int64_t j = threadIdx.x; j < static_cast<int64_t>(src.h) * src.w; j += blockDim.x)
-          sum += gray_fixed(static_cast<float>(src.base[j]),
-                            static_cast<float>(src.base[src.channel_stride + j]),
-                            static_cast<float>(src.base[2 * src.channel_stride + j]));
+          sum += gray_fixed_at(src, j);
         partial_sums[threadIdx.x] = sum;
         __syncthreads();
         if (threadIdx.x == 0) {
@@ -250,8 +242,8 @@ __global__ void __launch_bounds__(kThreads)
       In* stage = slots + (i % 2) * launch.slot_elems;
       const int64_t plane = static_cast<int64_t>(s.out_h) * s.out_w;
       const int32_t group = s.mixes ? kMaxMixedChannels : 1;
-      const int64_t work = plane * (frame_channels / group);
-      for (int64_t j = threadIdx.x; j < work; j += blockDim.x) {
+      const int64_t items = plane * (work.frame_channels / group);
+      for (int64_t j = threadIdx.x; j < items; j += blockDim.x) {
         const int32_t c0 = static_cast<int32_t>(j / plane) * group;
         const int64_t at = j % plane;
         const int32_t y = static_cast<int32_t>(at / s.out_w);
@@ -265,9 +257,9 @@ __global__ void __launch_bounds__(kThreads)
           if (!last) {
             stage[(c0 + c) * plane + at] = v[c];
           } else {
-            buf.out[(first_plane + c0 + c) * out_plane + at] =
-                direct ? static_cast<Out>(v[c])
-                       : to_output(v[c], buf.scale, buf.bias, static_cast<Out*>(nullptr));
+            buf.out[(first_plane + c0 + c) * work.out_plane + at] =
+                work.direct ? static_cast<Out>(v[c])
+                            : to_output(v[c], buf.scale, buf.bias, static_cast<Out*>(nullptr));
           }
         }
       }

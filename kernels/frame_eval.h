@@ -126,39 +126,13 @@ OBSAUG_HD void hue_shift(float h, float* v) {
   const float p = clamp01(mul_rn(value, sub_rn(1.0f, sat)));
   const float q = clamp01(mul_rn(value, sub_rn(1.0f, mul_rn(sat, f))));
   const float u = clamp01(mul_rn(value, sub_rn(1.0f, mul_rn(sat, sub_rn(1.0f, f)))));
+  // (R, G, B) for i = 0..5 as indices into {V, p, q, u}:
+  // (V,u,p), (q,V,p), (p,V,u), (p,q,V), (u,p,V), (V,p,q).
+  const float choice[4] = {value, p, q, u};
+  const unsigned char pick[6][3] = {{0, 3, 1}, {2, 0, 1}, {1, 0, 3},
+                                    {1, 2, 0}, {3, 1, 0}, {0, 1, 2}};
   float rgb[3];
-  switch (i) {
-    case 0:
-      rgb[0] = value;
-      rgb[1] = u;
-      rgb[2] = p;
-      break;
-    case 1:
-      rgb[0] = q;
-      rgb[1] = value;
-      rgb[2] = p;
-      break;
-    case 2:
-      rgb[0] = p;
-      rgb[1] = value;
-      rgb[2] = u;
-      break;
-    case 3:
-      rgb[0] = p;
-      rgb[1] = q;
-      rgb[2] = value;
-      break;
-    case 4:
-      rgb[0] = u;
-      rgb[1] = p;
-      rgb[2] = value;
-      break;
-    default:
-      rgb[0] = value;
-      rgb[1] = p;
-      rgb[2] = q;
-      break;
-  }
+  for (int c = 0; c < 3; ++c) rgb[c] = choice[pick[i][c]];
   for (int c = 0; c < 3; ++c) v[c] = mul_rn(rgb[c], 255.0f);
 }
 
@@ -225,6 +199,13 @@ struct FrameView {
 template <typename T>
 OBSAUG_HD T pixel_at(const FrameView<T>& f, int32_t c, int32_t y, int32_t x) {
   return f.base[c * f.channel_stride + static_cast<int64_t>(y) * f.w + x];
+}
+
+// gray_fixed of pixel j (y * w + x) of an RGB frame.
+template <typename T>
+OBSAUG_HD int64_t gray_fixed_at(const FrameView<T>& f, int64_t j) {
+  return gray_fixed(static_cast<float>(f.base[j]), static_cast<float>(f.base[f.channel_stride + j]),
+                    static_cast<float>(f.base[2 * f.channel_stride + j]));
 }
 
 // random_conv at (y, x) of `src` (the state just before the op), 3 channels out.
