@@ -207,22 +207,17 @@ def _fmt(v, spec, empty=""):
 def print_table(rows: List[Dict]) -> None:
     head = (f"{'device':<7} {'frames':<8} {'B':>5}  {'method':<42} {'ms/call':>9} "
             f"{'iqr':>5} {'samples/s':>11} {'GB/s':>7} {'x copy':>6} {'speedup':>8}")
-    print(head)
-    print("-" * len(head))
-    last = None
-    for r in rows:
-        cfg = (r["device"], r["frames"], r["batch"])
-        if last is not None and cfg != last:
-            print()
-        last = cfg
+
+    def line(r: Dict) -> str:
         speed = _fmt(r["speedup"], ".2f")
         if speed:
             speed += "x"
         xc = r["x_copy"]
         xc = " " * 6 if xc is None else format(xc, "6.3f" if xc < 0.1 else "6.2f")
-        print(f"{r['device']:<7} {r['frames']:<8} {r['batch']:>5}  {r['label']:<42} "
-              f"{r['ms_per_call']:>9.3f} {r['iqr'] * 100:>4.0f}% {r['samples_per_s']:>11,.0f} "
-              f"{r['GB_per_s']:>7.2f} {xc} {speed:>8}".rstrip())
+        return (f"{r['device']:<7} {r['frames']:<8} {r['batch']:>5}  {r['label']:<42} "
+                f"{r['ms_per_call']:>9.3f} {r['iqr'] * 100:>4.0f}% {r['samples_per_s']:>11,.0f} "
+                f"{r['GB_per_s']:>7.2f} {xc} {speed:>8}".rstrip())
+    harness.print_grouped_table(head, rows, lambda r: (r["device"], r["frames"], r["batch"]), line)
 
 
 def print_summary(rows: List[Dict]) -> None:
@@ -262,14 +257,11 @@ def main(argv=None) -> int:
     p.add_argument("--kornia", choices=["auto", "on", "off"], default="auto",
                    help="the DrQ kornia RandomCrop row: auto = on CUDA only (on the CPU it "
                         "takes seconds per call at B=1024), on, off")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=None, help="also write the results to this JSON file")
-    args = p.parse_args(argv)
+    args = harness.parse_args(p, argv)
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    devices = harness.devices_or_all(args.device)
-    env = harness.start_with_kornia(kornia)
+    devices, env = harness.start_with_kornia(kornia, args.device)
     print(f"kornia {env['kornia']}")
     print(f"pipeline {OBSAUG_OPS}, pool P={args.pool}, rounds {args.rounds}, "
           f"warm-up {args.warmup}; time = median over rounds of the per-call mean, "
@@ -282,17 +274,9 @@ def main(argv=None) -> int:
     rows: List[Dict] = []
     t_start = time.perf_counter()
     for dev_name in devices:
-        device = torch.device(dev_name)
-        if device.type == "cuda":
-            if not torch.cuda.is_available():
-                print(f"skipping {dev_name}: torch.cuda.is_available() is False")
-                continue
-            if not getattr(obsaug, "built_with_cuda", False):
-                print(f"skipping {dev_name}: obsaug was built without CUDA")
-                continue
-            if device.index is None:
-                device = torch.device("cuda", torch.cuda.current_device())
-            torch.cuda.set_device(device)
+        device = harness.usable_device(dev_name, obsaug, select=True)
+        if device is None:
+            continue
         min_time = args.min_time if args.min_time else (0.02 if device.type == "cuda" else 0.04)
         for frames in args.frames:
             for b in args.batches:
@@ -300,15 +284,7 @@ def main(argv=None) -> int:
                                    args.warmup, min_time,
                                    args.kornia == "on" or (args.kornia == "auto" and device.type == "cuda"),
                                    args.seed)
-    if not rows:
-        print("nothing was measured")
-        return 1
-    print_table(rows)
-    print_summary(rows)
-    print(f"\n(wall time {time.perf_counter() - t_start:.0f} s)")
-    if args.json:
-        harness.write_json(args.json, {"environment": env, "results": rows})
-    return 0
+    return harness.finish(rows, env, t_start, args.json, print_table, print_summary)
 
 
 if __name__ == "__main__":

@@ -649,11 +649,8 @@ def main(argv=None) -> int:
     p.add_argument("--torchrl-storage", choices=["tensor", "memmap"], default="tensor",
                    help="LazyTensorStorage (default) or LazyMemmapStorage (files in --scratch)")
     p.add_argument("--scratch", default=None, help="LazyMemmapStorage directory (default: a temp dir)")
-    p.add_argument("--quick", action="store_true",
-                   help="smoke run: capacity 5000, 2 rounds, short measurements")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=None, help="also write the results to this JSON file")
-    args = p.parse_args(argv)
+    args = harness.parse_args(p, argv,
+                              quick_help="smoke run: capacity 5000, 2 rounds, short measurements")
 
     if args.quick:
         if args.capacity == 100_000:

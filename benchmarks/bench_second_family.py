@@ -179,38 +179,28 @@ def build_groups(device: torch.device, batch: int, seed: int, max_loop: int,
                 slow=True)
     groups.append(grp)
 
-    grp = Group("grayscale", "p 0.3")
-    grp.add("obsaug", ops("grayscale", u8, p=0.3), "obsaug.ops.grayscale uint8", reference=True)
-    grp.add("obsaug_rad", lambda: orad.random_grayscale(f01), "obsaug.nn.rad.random_grayscale",
-            obsaug_row=True)
-    grp.add("rad", lambda: bl.rad_random_grayscale(f01), "RAD random_grayscale")
-    if kornia is not None:
-        kg = K.RandomGrayscale(p=0.3)
-        grp.add("kornia", lambda: kg(frames01), "kornia RandomGrayscale f32 (per frame)")
-    if T2 is not None and loop_ok:
-        grp.add("torchvision", per_sample(T2.RandomGrayscale(p=0.3), f01),
-                "torchvision v2 RandomGrayscale per sample", slow=True)
-    groups.append(grp)
+    def rad_gate_group(op, what, p, rad_name, aug=None, kornia_per_frame=False):
+        """A gated op of RAD's: obsaug.ops (uint8) and nn.rad, RAD's rad_name,
+        and where aug (a class name) is given kornia's and torchvision v2's aug
+        (kornia per frame or on whole observations)."""
+        grp = Group(op, what)
+        grp.add("obsaug", ops(op, u8, p=p), f"obsaug.ops.{op} uint8", reference=True)
+        ours, theirs = getattr(orad, rad_name), getattr(bl, "rad_" + rad_name)
+        grp.add("obsaug_rad", lambda: ours(f01), f"obsaug.nn.rad.{rad_name}", obsaug_row=True)
+        grp.add("rad", lambda: theirs(f01), f"RAD {rad_name}")
+        if aug is not None and kornia is not None:
+            ka, k_in = getattr(K, aug)(p=p), frames01 if kornia_per_frame else f01
+            grp.add("kornia", lambda: ka(k_in),
+                    f"kornia {aug} f32" + (" (per frame)" if kornia_per_frame else ""))
+        if aug is not None and T2 is not None and loop_ok:
+            grp.add("torchvision", per_sample(getattr(T2, aug)(p=p), f01),
+                    f"torchvision v2 {aug} per sample", slow=True)
+        groups.append(grp)
 
-    grp = Group("flip", "horizontal, p 0.2")
-    grp.add("obsaug", ops("flip", u8, p=0.2), "obsaug.ops.flip uint8", reference=True)
-    grp.add("obsaug_rad", lambda: orad.random_flip(f01), "obsaug.nn.rad.random_flip",
-            obsaug_row=True)
-    grp.add("rad", lambda: bl.rad_random_flip(f01), "RAD random_flip")
-    if kornia is not None:
-        kf = K.RandomHorizontalFlip(p=0.2)
-        grp.add("kornia", lambda: kf(f01), "kornia RandomHorizontalFlip f32")
-    if T2 is not None and loop_ok:
-        grp.add("torchvision", per_sample(T2.RandomHorizontalFlip(p=0.2), f01),
-                "torchvision v2 RandomHorizontalFlip per sample", slow=True)
-    groups.append(grp)
-
-    grp = Group("rotate", "quarter turns, p 0.3")
-    grp.add("obsaug", ops("rotate", u8, p=0.3), "obsaug.ops.rotate uint8", reference=True)
-    grp.add("obsaug_rad", lambda: orad.random_rotation(f01), "obsaug.nn.rad.random_rotation",
-            obsaug_row=True)
-    grp.add("rad", lambda: bl.rad_random_rotation(f01), "RAD random_rotation")
-    groups.append(grp)
+    rad_gate_group("grayscale", "p 0.3", 0.3, "random_grayscale", "RandomGrayscale",
+                   kornia_per_frame=True)
+    rad_gate_group("flip", "horizontal, p 0.2", 0.2, "random_flip", "RandomHorizontalFlip")
+    rad_gate_group("rotate", "quarter turns, p 0.3", 0.3, "random_rotation")
 
     grp = Group("cutout", f"sides {CUT_MIN}..{CUT_MAX}, black")
     grp.add("obsaug", ops("cutout", u8, min=CUT_MIN, max=CUT_MAX), "obsaug.ops.cutout uint8",
@@ -317,18 +307,13 @@ def run(device: torch.device, batches: List[int], args) -> List[Dict]:
 def print_table(rows: List[Dict]) -> None:
     head = (f"{'device':<6} {'B':>5}  {'group':<19} {'method':<64} {'ms/call':>10} {'iqr':>5} "
             f"{'samples/s':>11} {'x':>8}")
-    print(head)
-    print("-" * len(head))
-    last = None
-    for r in rows:
-        key = (r["device"], r["batch"], r["group"])
-        if last is not None and key[:2] != last[:2]:
-            print()
-        last = key
+
+    def line(r: Dict) -> str:
         x = "" if r["x"] is None else f"{r['x']:.2f}x"
-        print(f"{r['device']:<6} {r['batch']:>5}  {r['group']:<19} {r['label']:<64} "
-              f"{r['ms_per_call']:>10.3f} {r['iqr'] * 100:>4.0f}% {r['samples_per_s']:>11,.0f} "
-              f"{x:>8}")
+        return (f"{r['device']:<6} {r['batch']:>5}  {r['group']:<19} {r['label']:<64} "
+                f"{r['ms_per_call']:>10.3f} {r['iqr'] * 100:>4.0f}% {r['samples_per_s']:>11,.0f} "
+                f"{x:>8}")
+    harness.print_grouped_table(head, rows, lambda r: (r["device"], r["batch"]), line)
 
 
 def print_summary(rows: List[Dict]) -> None:
@@ -380,11 +365,8 @@ def main(argv=None) -> int:
     p.add_argument("--max-loop-batch", type=int, default=256,
                    help="largest B at which the per-sample Python loops are timed")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
-    p.add_argument("--quick", action="store_true",
-                   help="a short run (B 32 unless --batches, 1 round, short measurements)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=None, help="also write the results to this JSON file")
-    args = p.parse_args(argv)
+    args = harness.parse_args(
+        p, argv, quick_help="a short run (B 32 unless --batches, 1 round, short measurements)")
     if args.quick:
         args.rounds, args.warmup, args.min_time = 1, 1, 0.005
     if args.batches is None:
@@ -392,13 +374,13 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    env = harness.start_with_kornia(kornia)
+    devices, env = harness.start_with_kornia(kornia, args.device)
     print(f"kornia {env['kornia']}; torchvision v2 {'yes' if T2 is not None else 'no'}; "
           f"frames {S * C}x{H}x{W}; rounds {args.rounds}; time = median over rounds of the "
           f"per-call mean; Python-loop baselines up to B = {args.max_loop_batch}\n")
     rows: List[Dict] = []
     t0 = time.perf_counter()
-    for name in harness.devices_or_all(args.device):
+    for name in devices:
         device = torch.device(name)
         if device.type == "cuda":
             if not torch.cuda.is_available() or not getattr(obsaug, "built_with_cuda", False):
@@ -408,15 +390,7 @@ def main(argv=None) -> int:
                 device = torch.device("cuda", torch.cuda.current_device())
             torch.cuda.set_device(device)
         rows += run(device, args.batches, args)
-    if not rows:
-        print("nothing was measured")
-        return 1
-    print_table(rows)
-    print_summary(rows)
-    print(f"\n(wall time {time.perf_counter() - t0:.0f} s)")
-    if args.json:
-        harness.write_json(args.json, {"environment": env, "results": rows})
-    return 0
+    return harness.finish(rows, env, t0, args.json, print_table, print_summary)
 
 
 if __name__ == "__main__":

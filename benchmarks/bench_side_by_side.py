@@ -422,8 +422,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", message=".*pin_memory.*")
 
-    devices = harness.devices_or_all(args.device)
-    env = harness.start_with_kornia(kornia)
+    devices, env = harness.start_with_kornia(kornia, args.device)
     print(f"threads {env['threads']} (torch and obsaug), kornia {env['kornia']}")
     print(f"pipeline: shift pad 4 replicate, then overlay alpha 0.5; uint8 input; obsaug Engine pool "
           f"P={args.pool} from data/photos, refresh threads {args.refresh_threads}"
@@ -440,14 +439,9 @@ def main(argv=None) -> int:
             # pool fills release the GIL: build the engines while the image folder is made
             jobs = {}
             for dev_name in devices:
-                device = torch.device(dev_name)
-                if device.type == "cuda":
-                    if not torch.cuda.is_available():
-                        print(f"skipping {dev_name}: torch.cuda.is_available() is False")
-                        continue
-                    if not env["obsaug_built_with_cuda"]:
-                        print(f"skipping {dev_name}: obsaug was built without CUDA")
-                        continue
+                device = harness.usable_device(dev_name, obsaug)
+                if device is None:
+                    continue
                 for frames in args.frames:
                     jobs[(dev_name, frames)] = ex.submit(make_engine, device, frames, args.pool,
                                                          args.refresh_threads)

@@ -19,8 +19,13 @@ Reporting (every script):
   environment(**extra)  the run's record: command, date, host, git commit,
                         CPU, CPU count, torch threads and version, CUDA / GPU,
                         load average, obsaug's origin; print_header(env)
-                        prints its first lines
+                        prints its first lines; start_with_kornia(kornia,
+                        devices) begins the op benchmarks, finish(rows, ...)
+                        ends them
+  parse_args(p, argv, quick_help)   --quick, --seed, --json, then parse
   md_row, md_rule, print_md_table   markdown tables
+  print_grouped_table               fixed-width tables, a blank line per group
+  usable_device(name, obsaug)       the device, or None with why it is skipped
   write_json(path, obj)             the JSON file (parent folders created)
 
 Only timing and reporting live here; the re-implementations of upstream code
@@ -231,12 +236,60 @@ def devices_or_all(requested) -> List[str]:
     return requested or (["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
 
 
-def start_with_kornia(kornia_module) -> Dict:
-    """environment() with kornia's version, its header printed: how the op
-    benchmarks that compare against kornia begin."""
+def usable_device(name: str, obsaug_module, select: bool = False):
+    """torch.device(name), or None (the reason printed) for a CUDA device when
+    torch sees no GPU or obsaug was built without CUDA; with select, a CUDA
+    device gets its index (the current one when none) and becomes current."""
+    import torch
+    device = torch.device(name)
+    if device.type != "cuda":
+        return device
+    if not torch.cuda.is_available():
+        print(f"skipping {name}: torch.cuda.is_available() is False")
+        return None
+    if not getattr(obsaug_module, "built_with_cuda", False):
+        print(f"skipping {name}: obsaug was built without CUDA")
+        return None
+    if select:
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        torch.cuda.set_device(device)
+    return device
+
+
+def start_with_kornia(kornia_module, requested_devices) -> tuple:
+    """How the op benchmarks that compare against kornia begin: the devices
+    asked for (devices_or_all) and environment() with kornia's version, its
+    header printed."""
     env = environment(kornia=getattr(kornia_module, "__version__", None))
     print_header(env)
-    return env
+    return devices_or_all(requested_devices), env
+
+
+def parse_args(parser, argv, quick_help: Optional[str] = None):
+    """Adds the arguments the benchmarks end with, --quick (when quick_help is
+    given, with that help), --seed and --json, then parses argv."""
+    if quick_help is not None:
+        parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
+    return parser.parse_args(argv)
+
+
+def finish(rows: List[Dict], env: Dict, t_start: float, json_path: Optional[str],
+           *reports: Callable[[List[Dict]], None]) -> int:
+    """How the op benchmarks end: 1 when nothing was measured, else each
+    report(rows) (tables, summary), the wall time since t_start and, with a
+    json_path, the JSON file {environment, results}; 0."""
+    if not rows:
+        print("nothing was measured")
+        return 1
+    for report in reports:
+        report(rows)
+    print(f"\n(wall time {time.perf_counter() - t_start:.0f} s)")
+    if json_path:
+        write_json(json_path, {"environment": env, "results": rows})
+    return 0
 
 
 def print_header(env: Dict) -> None:
@@ -267,6 +320,21 @@ def md_row(cells) -> str:
 def md_rule(align: str) -> str:
     """'l' / 'r' per column: |---| or |---:|."""
     return "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"
+
+
+def print_grouped_table(head: str, rows, group: Callable[[Dict], object],
+                        line: Callable[[Dict], str]) -> None:
+    """A fixed-width table: head, a rule of dashes, then line(r) per row, a blank
+    line wherever group(r) changes."""
+    print(head)
+    print("-" * len(head))
+    last = None
+    for r in rows:
+        g = group(r)
+        if last is not None and g != last:
+            print()
+        last = g
+        print(line(r))
 
 
 def print_md_table(header, align: str, rows) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pathlib
 import sys
 
 import numpy as np
@@ -102,9 +103,10 @@ def main() -> int:
             left = label_w + b * (cell + gap) + (cell - w) // 2
             canvas.paste(Image.fromarray(np.ascontiguousarray(newest[b])),
                          (left, top + (cell - h) // 2))
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    canvas.save(args.out)
-    print(f"wrote {args.out}: {width}x{height}, {len(results)} rows x {obs.shape[0]} samples")
+    out_path = pathlib.Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    canvas.save(out_path)
+    print(f"wrote {out_path}: {width}x{height}, {len(results)} rows x {obs.shape[0]} samples")
     return 0
 
 
