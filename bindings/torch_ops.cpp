@@ -62,9 +62,7 @@ void overlay_(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, int64
                 static_cast<uint64_t>(seed), static_cast<uint64_t>(step));
 }
 
-bool declared_from_schema(const OpSchema& op) {
-  return static_cast<int32_t>(op.kind) >= static_cast<int32_t>(OpKind::kFlip);
-}
+bool declared_from_schema(const OpSchema& op) { return in_second_family(op.kind); }
 
 namespace {
 

@@ -30,16 +30,10 @@ OBSAUG_HD bool is_barrier(const OpDesc& op) {
          (op.kind == OpKind::kColorJitter && op.jitter_on[kContrast]);
 }
 
-// Whether an op reads other channels of its pixel (then C == 3).
-OBSAUG_HD bool mixes_channels(const OpDesc& op) {
-  return op.kind == OpKind::kGrayscale || op.kind == OpKind::kColorJitter ||
-         op.kind == OpKind::kRandomConv;
-}
-
 // Whether `p` needs the per-frame path (any op of the second family).
 OBSAUG_HD bool needs_frame_path(const PipelineDesc& p) {
   for (int k = 0; k < p.n_ops; ++k)
-    if (static_cast<int32_t>(p.ops[k].kind) >= static_cast<int32_t>(OpKind::kFlip)) return true;
+    if (in_second_family(p.ops[k].kind)) return true;
   return false;
 }
 
@@ -70,7 +64,7 @@ OBSAUG_HD Segment segment_of(const PipelineDesc& p, int i) {
   s.out_h = p.ops[s.end - 1].out_h;
   s.out_w = p.ops[s.end - 1].out_w;
   s.mixes = false;
-  for (int k = s.first; k < s.end; ++k) s.mixes = s.mixes || mixes_channels(p.ops[k]);
+  for (int k = s.first; k < s.end; ++k) s.mixes = s.mixes || p.ops[k].mixes_channels;
   return s;
 }
 

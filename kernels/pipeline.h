@@ -43,6 +43,12 @@ enum class OpKind : int32_t {
   kRandomConv = 9,
 };
 
+// Ops of the second family run on the per-frame path (kernels/frame_eval.h)
+// and are declared as torch ops from the op schema (bindings/torch_ops.cpp).
+OBSAUG_HD constexpr bool in_second_family(OpKind kind) {
+  return static_cast<int32_t>(kind) >= static_cast<int32_t>(OpKind::kFlip);
+}
+
 // color_jitter's components, in the order they apply.
 enum JitterPart : int { kBrightness = 0, kContrast = 1, kSaturation = 2, kHue = 3 };
 
@@ -68,8 +74,9 @@ struct OpDesc {
   bool jitter_on[4];   // color_jitter: component x > 0 (JitterPart order)
   float jitter_lo[4];  // color_jitter: factor = lo + unit(r) * span (float32)
   float jitter_span[4];
-  float conv_std;  // random_conv: weight = conv_std * normal
-  bool sigmoid;    // random_conv: 255 * sigmoid(acc) (else 255 * acc)
+  float conv_std;       // random_conv: weight = conv_std * normal
+  bool sigmoid;         // random_conv: 255 * sigmoid(acc) (else 255 * acc)
+  bool mixes_channels;  // OpNeeds::mixes_channels of its schema (then C == 3)
 };
 
 struct PipelineDesc {

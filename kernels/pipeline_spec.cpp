@@ -324,6 +324,7 @@ PipelineDesc resolve_pipeline(const Pipeline& pipeline, const FrameGeometry& g, 
     OpDesc& op = desc.ops[k];
     op.kind = spec.kind();
     op.index = static_cast<uint32_t>(spec.index().value_or(static_cast<int64_t>(k)));
+    op.mixes_channels = spec.schema().needs.mixes_channels;
     op.in_h = static_cast<int32_t>(sizes[k].height);
     op.in_w = static_cast<int32_t>(sizes[k].width);
     op.out_h = static_cast<int32_t>(sizes[k + 1].height);
