@@ -15,6 +15,8 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/frame_eval.h"
+
 // Hot loops are compiled for AVX2 and for the baseline, picked at load time
 // through an ifunc. Under ThreadSanitizer the resolvers would run before the
 // sanitizer initialises, so that build keeps the baseline only; clang (the
@@ -28,12 +30,14 @@
 namespace obsaug {
 namespace {
 
-// dst[dst_x + i] = src[src_x + i] (copy) or src[src_x] (repeat), i < len.
+// dst[dst_x + i] = src[src_x + i * step], i < len: step +1 copies, 0 repeats
+// one pixel, -1 copies mirrored (a flip).
 struct Run {
   int32_t dst_x;
   int32_t len;
   int32_t src_x;
-  bool copy;
+  int32_t step;
+  bool copy() const { return step == 1; }
 };
 
 void runs_of(const std::vector<int32_t>& coords, std::vector<Run>* runs) {
@@ -41,14 +45,13 @@ void runs_of(const std::vector<int32_t>& coords, std::vector<Run>* runs) {
   const int32_t n = static_cast<int32_t>(coords.size());
   int32_t x = 0;
   while (x < n) {
-    Run run{x, 1, coords[x], true};
-    if (x + 1 < n && coords[x + 1] == coords[x]) {
-      run.copy = false;
-      while (x + run.len < n && coords[x + run.len] == run.src_x) ++run.len;
-    } else {
-      while (x + run.len < n && coords[x + run.len] == run.src_x + run.len) ++run.len;
+    Run run{x, 1, coords[x], 1};
+    if (x + 1 < n) {
+      const int32_t delta = coords[x + 1] - coords[x];
+      if (delta == 0 || delta == -1) run.step = delta;
     }
-    if (run.len == 1) run.copy = false;  // the same thing; keeps [repeat][copy][repeat] simple
+    while (x + run.len < n && coords[x + run.len] == run.src_x + run.step * run.len) ++run.len;
+    if (run.len == 1) run.step = 0;  // the same thing; keeps [repeat][copy][repeat] simple
     runs->push_back(run);
     x += run.len;
   }
@@ -93,17 +96,17 @@ struct ColumnPlan {
     shape = SimpleColumns();
     simple = false;
     size_t i = 0;
-    if (i < runs.size() && !runs[i].copy) {
+    if (i < runs.size() && runs[i].step == 0) {
       shape.left_len = runs[i].len;
       shape.left_src = runs[i].src_x;
       ++i;
     }
-    if (i >= runs.size() || !runs[i].copy) return;
+    if (i >= runs.size() || !runs[i].copy()) return;
     shape.mid_dst = runs[i].dst_x;
     shape.mid_len = runs[i].len;
     shape.mid_src = runs[i].src_x;
     ++i;
-    if (i < runs.size() && !runs[i].copy) {
+    if (i < runs.size() && runs[i].step == 0) {
       shape.right_dst = runs[i].dst_x;
       shape.right_len = runs[i].len;
       shape.right_src = runs[i].src_x;
@@ -168,13 +171,15 @@ template <typename T>
 inline void gather_runs(const T* __restrict src, const std::vector<Run>& runs, T* __restrict dst) {
   for (const Run& run : runs) {
     T* d = dst + run.dst_x;
-    if (run.copy) {
-      copy_bytes(reinterpret_cast<unsigned char*>(d),
-                 reinterpret_cast<const unsigned char*>(src + run.src_x),
+    const T* s = src + run.src_x;
+    if (run.step == 1) {
+      copy_bytes(reinterpret_cast<unsigned char*>(d), reinterpret_cast<const unsigned char*>(s),
                  static_cast<int64_t>(sizeof(T)) * run.len);
-    } else {
-      const T value = src[run.src_x];
+    } else if (run.step == 0) {
+      const T value = *s;
       for (int32_t i = 0; i < run.len; ++i) d[i] = value;
+    } else {
+      for (int32_t i = 0; i < run.len; ++i) d[i] = s[-i];
     }
   }
 }
@@ -384,6 +389,63 @@ OBSAUG_CLONES void store_span(const In* __restrict v, Out* __restrict out, int64
   for (int64_t x = 0; x < n; ++x) out[x] = to_output(v[x], scale, bias, static_cast<Out*>(nullptr));
 }
 
+// cells[x * h + y] = plane[y * w + x]: an h x w plane transposed into w x h.
+template <typename T>
+void transpose_plane(const T* __restrict plane, int32_t h, int32_t w, T* __restrict cells) {
+  constexpr int32_t kTile = 16;
+  for (int32_t y0 = 0; y0 < h; y0 += kTile) {
+    for (int32_t x0 = 0; x0 < w; x0 += kTile) {
+      const int32_t y1 = std::min(h, y0 + kTile);
+      const int32_t x1 = std::min(w, x0 + kTile);
+      for (int32_t x = x0; x < x1; ++x) {
+        for (int32_t y = y0; y < y1; ++y)
+          cells[static_cast<int64_t>(x) * h + y] = plane[static_cast<int64_t>(y) * w + x];
+      }
+    }
+  }
+}
+
+// Whether coordinates at the output of op k (k = -1: the pipeline's input)
+// lie on the other axis than the output's: an odd number of quarter turns
+// after op k (trace_range's rotate case).
+bool swapped_after(const PipelineDesc& p, const OpDraw* draws, int k) {
+  bool swapped = false;
+  for (int j = k + 1; j < p.n_ops; ++j) {
+    if (p.ops[j].kind == OpKind::kRotate && draws[j].gate && draws[j].quarter != 2)
+      swapped = !swapped;
+  }
+  return swapped;
+}
+
+// v[x] = fill where inside[x], for x < n (a cutout's columns on one row).
+template <typename T>
+OBSAUG_CLONES void fill_masked(T* __restrict v, const uint8_t* __restrict inside, T fill,
+                               int32_t n) {
+  for (int32_t x = 0; x < n; ++x) v[x] = inside[x] ? fill : v[x];
+}
+
+// grayscale over the three planes of a frame, n pixels each.
+template <typename T>
+OBSAUG_CLONES void gray_planes(T* __restrict r, T* __restrict g, T* __restrict b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T gray = grayscale_value(r[i], g[i], b[i]);
+    r[i] = gray;
+    g[i] = gray;
+    b[i] = gray;
+  }
+}
+
+// color_jitter without contrast (no barrier) over the three planes of a frame.
+template <typename T>
+void jitter_planes(const OpDesc& op, const OpDraw& d, T* const* planes, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v[3];
+    for (int c = 0; c < 3; ++c) v[c] = static_cast<float>(planes[c][i]);
+    jitter_rgb(op, d, 0.0f, v);
+    for (int c = 0; c < 3; ++c) planes[c][i] = from_float(v[c], static_cast<const T*>(nullptr));
+  }
+}
+
 // Everything about one sample's geometry that every plane and row reuses.
 struct SampleGeometry {
   std::vector<AxisTrace> rows;         // [out_h]
@@ -392,7 +454,16 @@ struct SampleGeometry {
   ColumnPlan source_columns;           // columns of the pipeline's input
   std::vector<ColumnPlan> op_columns;  // [n_ops] pool columns each overlay reads
   std::vector<bool> op_identity;       // overlay reads pool pixel (y, x) for output (y, x)
-  bool source_identity = false;        // output pixel (y, x) reads input pixel (y, x)
+  // Quarter turns: output pixel (y, x) reads input pixel (col source, row
+  // source), i.e. the transposed input plane at (row source, col source);
+  // the same for an overlay's pool pixels when op_swapped[k].
+  bool source_swapped = false;
+  bool op_swapped[kMaxOps] = {};
+  // cutout k: output rows / columns whose coordinates at op k fall in its
+  // rectangle (a pixel is inside when both are).
+  std::vector<uint8_t> cut_rows[kMaxOps];
+  std::vector<uint8_t> cut_cols[kMaxOps];
+  bool source_identity = false;  // output pixel (y, x) reads input pixel (y, x)
   // In place, rows must be written in an order that never overwrites a row
   // another output row still reads: +1 top-down (every row reads itself or
   // a row below), -1 bottom-up, 0 neither (then the plane is copied first).
@@ -414,12 +485,14 @@ struct SampleGeometry {
       col_zero[x] = static_cast<int8_t>(cols[x].zero_op);
       coords[x] = cols[x].source;
     }
+    source_swapped = swapped_after(p, draws, -1);
+    for (int k = 0; k < p.n_ops; ++k) op_swapped[k] = swapped_after(p, draws, k);
     source_columns.assign(coords);
     const std::vector<Run>& source_runs = source_columns.runs;
     bool reads_below = true;
     bool reads_above = true;
-    source_identity = p.out_h == p.in_h && p.out_w == p.in_w && source_runs.size() == 1 &&
-                      source_runs[0].copy && source_runs[0].src_x == 0;
+    source_identity = !source_swapped && p.out_h == p.in_h && p.out_w == p.in_w &&
+                      source_runs.size() == 1 && source_runs[0].copy() && source_runs[0].src_x == 0;
     for (int32_t y = 0; y < p.out_h; ++y) {
       reads_below = reads_below && rows[y].source >= y;
       reads_above = reads_above && rows[y].source <= y;
@@ -427,14 +500,15 @@ struct SampleGeometry {
     }
     row_order = reads_below ? 1 : (reads_above ? -1 : 0);
     translation = RowTranslation();
-    if (p.in_h == p.out_h && p.in_w == p.out_w && source_columns.simple) {
+    if (!source_swapped && p.in_h == p.out_h && p.in_w == p.out_w && source_columns.simple) {
       translation = find_translation(row_source, p.in_h);
     }
     op_columns.resize(p.n_ops);
     op_identity.assign(p.n_ops, false);
     for (int k = 0; k < p.n_ops; ++k) {
+      if (p.ops[k].kind == OpKind::kCutout) build_cutout(p, k, draws[k]);
       if (p.ops[k].kind != OpKind::kOverlay) continue;
-      bool identity = p.ops[k].out_h == p.out_h && p.ops[k].out_w == p.out_w;
+      bool identity = !op_swapped[k] && p.ops[k].out_h == p.out_h && p.ops[k].out_w == p.out_w;
       for (int32_t x = 0; x < p.out_w; ++x) {
         coords[x] = cols[x].at_op[k];
         identity = identity && coords[x] == x;
@@ -446,59 +520,118 @@ struct SampleGeometry {
   }
 
  private:
+  void build_cutout(const PipelineDesc& p, int k, const OpDraw& d) {
+    // A row trace's coordinate at op k is a column there when swapped.
+    const bool swapped = op_swapped[k];
+    const auto inside = [](int32_t c, int32_t first, int32_t len) {
+      return static_cast<uint8_t>(c >= first && c < first + len);
+    };
+    cut_rows[k].resize(p.out_h);
+    cut_cols[k].resize(p.out_w);
+    for (int32_t y = 0; y < p.out_h; ++y) {
+      cut_rows[k][y] = swapped ? inside(rows[y].at_op[k], d.offset_x, d.size_x)
+                               : inside(rows[y].at_op[k], d.offset_y, d.size_y);
+    }
+    for (int32_t x = 0; x < p.out_w; ++x) {
+      cut_cols[k][x] = swapped ? inside(cols[x].at_op[k], d.offset_y, d.size_y)
+                               : inside(cols[x].at_op[k], d.offset_x, d.size_x);
+    }
+  }
+
   std::vector<AxisTrace> cols;  // build() scratch, kept to reuse its storage
   std::vector<int32_t> coords;
 };
 
-// Per-thread scratch: a pool row, the input plane (in place) and the value
-// plane (when the output is not written directly).
+// Per-thread scratch.
 template <typename In>
 struct Scratch {
   std::vector<uint8_t> pool_row;
-  std::vector<In> rows;   // two rows
-  std::vector<In> edges;  // two values per row
-  std::vector<In> in_plane;
-  std::vector<In> values;
+  std::vector<uint8_t> pool_cells;  // a transposed pool plane
+  std::vector<In> rows;             // two rows
+  std::vector<In> edges;            // two values per row
+  std::vector<In> in_plane;         // the input plane (in place) or its transpose
+  std::vector<In> values;           // the planes of a unit, when not written directly
 };
+
+bool has_barrier(const PipelineDesc& p) {
+  for (int k = 0; k < p.n_ops; ++k)
+    if (is_barrier(p.ops[k])) return true;
+  return false;
+}
+
+// Writes the output layout of input plane `in` (the geometric ops) into `values`.
+template <typename In>
+void gather_source(const PipelineDesc& p, const SampleGeometry& geometry, const In* in,
+                   bool in_place, In* values, Scratch<In>* scratch) {
+  if (geometry.source_swapped) {
+    transpose_plane(in, p.in_h, p.in_w, scratch->in_plane.data());
+    gather_plane(scratch->in_plane.data(), p.in_h, geometry.row_source.data(), p.out_h, p.out_w,
+                 geometry.source_columns, values, 1, static_cast<In*>(nullptr));
+  } else if (in_place && geometry.source_identity) {
+    // nothing to move
+  } else if (geometry.translation.valid) {
+    translate_plane(in, p.out_h, p.out_w, geometry.source_columns.shape, geometry.translation,
+                    values, scratch->rows.data(), scratch->edges.data());
+  } else {
+    if (in_place && geometry.row_order == 0) {
+      std::memcpy(scratch->in_plane.data(), in, sizeof(In) * p.in_h * p.in_w);
+      in = scratch->in_plane.data();
+    }
+    gather_plane(in, p.in_w, geometry.row_source.data(), p.out_h, p.out_w, geometry.source_columns,
+                 values, in_place ? geometry.row_order : 1,
+                 in_place ? scratch->rows.data() : nullptr);
+  }
+}
 
 }  // namespace
 
+// Work unit: one channel plane, or the C planes of a stacked frame when an op
+// mixes channels (grayscale, color_jitter). Each plane's rows are gathered
+// from the input (in place: in a safe row order, or skipped when the
+// geometry is the identity), then the value ops apply in order to whole
+// planes (an overlay whose pool pixels line up with the output is one
+// contiguous blend), then the planes are converted to the output type if
+// needed. Pipelines with a barrier (random_conv, color_jitter's contrast) go
+// to the per-frame path.
 template <typename In, typename Out>
 void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
-  if (p.n_segments > 0) {
+  if (has_barrier(p)) {
     augment_cpu_frames(p, buf);
     return;
   }
   const int64_t planes = buf.batch * buf.channels;
-  const int64_t in_plane = static_cast<int64_t>(p.in_h) * p.in_w;
   const int64_t out_plane = static_cast<int64_t>(p.out_h) * p.out_w;
   const bool in_place = static_cast<const void*>(buf.in) == static_cast<const void*>(buf.out);
   constexpr bool kSameType = std::is_same<In, Out>::value;
   const bool direct = kSameType && buf.scale == 1.0f && buf.bias == 0.0f;
   bool any_per_frame = false;
-  for (int k = 0; k < p.n_ops; ++k)
+  bool mixes = false;
+  for (int k = 0; k < p.n_ops; ++k) {
     any_per_frame |= p.ops[k].kind == OpKind::kOverlay && p.ops[k].per_frame;
+    mixes |= p.ops[k].mixes_channels;
+  }
+  const int64_t group = mixes ? p.frame_channels : 1;  // mixing ops need C == 3
+  const int64_t stage_plane = largest_stage_plane(p);
 
-  // Each plane: gather every row from the input (in place: in a safe row
-  // order, or skipped when the geometry is the identity), then apply the ops in order
-  // to the whole plane (an overlay whose pool pixels line up with the output
-  // is one contiguous blend), then convert to the output type if needed.
-  at::parallel_for(0, planes, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, planes / group, 1, [&](int64_t begin, int64_t end) {
     SampleGeometry geometry;
     Scratch<In> scratch;
     scratch.pool_row.resize(p.out_w);
-    if (in_place) scratch.in_plane.resize(in_plane);
+    scratch.pool_cells.resize(stage_plane);
+    scratch.in_plane.resize(stage_plane);
     scratch.rows.resize(2 * static_cast<size_t>(std::max(p.in_w, p.out_w)));
     scratch.edges.resize(2 * static_cast<size_t>(p.out_h));
-    if (!direct) scratch.values.resize(out_plane);
+    if (!direct) scratch.values.resize(group * out_plane);
     OpDraw draws[kMaxOps];
+    In* values[kMaxMixedChannels];
     int64_t drawn_sample = -1;
     int64_t drawn_frame = -1;
-    for (int64_t plane = begin; plane < end; ++plane) {
-      const int64_t sample = plane / buf.channels;
-      const int64_t channel = plane % buf.channels;
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t first_plane = unit * group;
+      const int64_t sample = first_plane / buf.channels;
+      const int64_t channel = first_plane % buf.channels;
       const int64_t frame = channel / p.frame_channels;
-      const int32_t channel_in_frame = static_cast<int32_t>(channel % p.frame_channels);
+      const int32_t first_channel = static_cast<int32_t>(channel % p.frame_channels);
       if (sample != drawn_sample) {
         draw_pipeline(p, static_cast<uint32_t>(sample), 0, draws);
         geometry.build(p, draws);  // geometry never depends on the frame
@@ -509,47 +642,65 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
         draw_pipeline(p, static_cast<uint32_t>(sample), static_cast<uint32_t>(frame), draws);
         drawn_frame = frame;
       }
-      const In* in = input_plane(p, buf, plane);
-      Out* out = buf.out + plane * out_plane;
-      In* values = direct ? reinterpret_cast<In*>(out) : scratch.values.data();
-      if (in_place && geometry.source_identity) {
-        // nothing to move
-      } else if (geometry.translation.valid) {
-        translate_plane(in, p.out_h, p.out_w, geometry.source_columns.shape, geometry.translation,
-                        values, scratch.rows.data(), scratch.edges.data());
-      } else {
-        if (in_place && geometry.row_order == 0) {
-          std::memcpy(scratch.in_plane.data(), in, sizeof(In) * in_plane);
-          in = scratch.in_plane.data();
-        }
-        gather_plane(in, p.in_w, geometry.row_source.data(), p.out_h, p.out_w,
-                     geometry.source_columns, values, in_place ? geometry.row_order : 1,
-                     in_place ? scratch.rows.data() : nullptr);
+      for (int64_t c = 0; c < group; ++c) {
+        values[c] = direct ? reinterpret_cast<In*>(buf.out + (first_plane + c) * out_plane)
+                           : scratch.values.data() + c * out_plane;
+        gather_source(p, geometry, input_plane(p, buf, first_plane + c), in_place, values[c],
+                      &scratch);
       }
       for (int k = 0; k < p.n_ops; ++k) {
         const OpDesc& op = p.ops[k];
+        const OpDraw& d = draws[k];
         if (op.kind == OpKind::kOverlay) {
-          const uint32_t weight = static_cast<uint32_t>(draws[k].weight);
-          const uint8_t* pool_plane =
-              buf.pool + pool_offset(p, op, draws[k].image, channel_in_frame, 0, 0);
-          if (geometry.op_identity[k]) {
-            blend_span(values, pool_plane, out_plane, weight);
-            continue;
+          const uint32_t weight = static_cast<uint32_t>(d.weight);
+          for (int64_t c = 0; c < group; ++c) {
+            const uint8_t* pool_plane =
+                buf.pool + pool_offset(p, op, d.image, first_channel + c, 0, 0);
+            if (geometry.op_identity[k]) {
+              blend_span(values[c], pool_plane, out_plane, weight);
+              continue;
+            }
+            int64_t pool_w = op.out_w;
+            if (geometry.op_swapped[k]) {
+              transpose_plane(pool_plane, op.out_h, op.out_w, scratch.pool_cells.data());
+              pool_plane = scratch.pool_cells.data();
+              pool_w = op.out_h;
+            }
+            for (int32_t y = 0; y < p.out_h; ++y) {
+              gather_runs(pool_plane + geometry.rows[y].at_op[k] * pool_w,
+                          geometry.op_columns[k].runs, scratch.pool_row.data());
+              blend_span(values[c] + static_cast<int64_t>(y) * p.out_w, scratch.pool_row.data(),
+                         p.out_w, weight);
+            }
           }
-          for (int32_t y = 0; y < p.out_h; ++y) {
-            gather_runs(pool_plane + static_cast<int64_t>(geometry.rows[y].at_op[k]) * op.out_w,
-                        geometry.op_columns[k].runs, scratch.pool_row.data());
-            blend_span(values + static_cast<int64_t>(y) * p.out_w, scratch.pool_row.data(), p.out_w,
-                       weight);
+        } else if ((op.kind == OpKind::kShift && op.zeros) || op.kind == OpKind::kTranslate) {
+          for (int64_t c = 0; c < group; ++c) {
+            for (int32_t y = 0; y < p.out_h; ++y) {
+              zero_row(values[c] + static_cast<int64_t>(y) * p.out_w, geometry.col_zero.data(),
+                       geometry.rows[y].zero_op, k, p.out_w);
+            }
           }
-        } else if (op.kind == OpKind::kShift && op.zeros) {
-          for (int32_t y = 0; y < p.out_h; ++y) {
-            zero_row(values + static_cast<int64_t>(y) * p.out_w, geometry.col_zero.data(),
-                     geometry.rows[y].zero_op, k, p.out_w);
+        } else if (op.kind == OpKind::kCutout && d.gate) {
+          for (int64_t c = 0; c < group; ++c) {
+            const In fill = op.fill_color ? In(d.color[(first_channel + c) % 3]) : In(0);
+            for (int32_t y = 0; y < p.out_h; ++y) {
+              if (!geometry.cut_rows[k][y]) continue;
+              fill_masked(values[c] + static_cast<int64_t>(y) * p.out_w,
+                          geometry.cut_cols[k].data(), fill, p.out_w);
+            }
           }
+        } else if (op.kind == OpKind::kGrayscale && d.gate) {
+          gray_planes(values[0], values[1], values[2], out_plane);
+        } else if (op.kind == OpKind::kColorJitter && d.gate) {
+          jitter_planes(op, d, values, out_plane);
         }
       }
-      if (!direct) store_span(values, out, out_plane, buf.scale, buf.bias);
+      if (!direct) {
+        for (int64_t c = 0; c < group; ++c) {
+          store_span(values[c], buf.out + (first_plane + c) * out_plane, out_plane, buf.scale,
+                     buf.bias);
+        }
+      }
     }
   });
 }

@@ -359,15 +359,16 @@ def test_parameters_shared_by_the_frames_of_a_sample():
 
 # ----------------------------------------------------------------- pipelines
 
-def random_pipeline(rng, h, w, c, length):
-    """(ops, pool frame size or None): a valid random list of both families' ops on h x w frames."""
+def random_pipeline(rng, h, w, c, length, barriers=True):
+    """(ops, pool frame size or None): a valid random list of both families' ops on h x w frames;
+    without `barriers`, no random_conv and no color_jitter contrast (the CPU's row-run path)."""
     pipe, pool_hw = [], None
     for _ in range(length):
         choices = ["shift", "crop", "flip", "translate", "cutout"]
         if h == w:
             choices.append("rotate")
         if c == 3:
-            choices += ["grayscale", "color_jitter", "random_conv"]
+            choices += ["grayscale", "color_jitter"] + (["random_conv"] if barriers else [])
         if pool_hw in (None, (h, w)):
             choices.append("overlay")
         name = rng.choice(choices)
@@ -395,6 +396,8 @@ def random_pipeline(rng, h, w, c, length):
             op = {"op": "color_jitter", "p": rng.choice([1.0, 0.8]),
                   **{k: rng.choice([0.0, 0.4, 1.0]) for k in ("brightness", "contrast", "saturation")},
                   "hue": rng.choice([0.0, 0.2, 0.5])}
+            if not barriers:
+                op["contrast"] = 0.0
         elif name == "random_conv":
             op = {"op": "random_conv", "init": rng.choice(["normal", "xavier"]),
                   "padding": rng.choice(["replicate", "zeros"]), "activation": rng.choice(["sigmoid", "none"])}
@@ -442,6 +445,46 @@ def test_random_pipelines_fused_equal_sequential_and_reference(case, dtype, c):
     if uses_float_math(pipe) and not RO.has_float_math():
         pytest.skip("random_conv's bit-exact reference needs obsaug._C.float_math")
     assert_same(fused, RO.augment(x, pool, ops=pipe, seed=seed, step=step, channels=c))
+
+
+BARRIER_FREE_CASES = [(i, dt, c) for i in range(16) for dt in ("uint8", "float32") for c in (3, 1)]
+
+
+@pytest.mark.parametrize("case,dtype,c", BARRIER_FREE_CASES)
+def test_barrier_free_pipelines_in_every_form(case, dtype, c):
+    """Pipelines without a barrier run on the CPU's row runs (transposed gathers for quarter
+    turns, masked rows for cutouts, whole planes for grayscale and jitter): out of place, in
+    place, gathered and with a float affine, against the reference."""
+    rng = random.Random(5000 + case)
+    h = w = rng.choice([12, 11, 9])
+    if rng.random() < 0.3:
+        h, w = rng.choice([(13, 10), (9, 14)])
+    s = rng.choice([1, 3]) if c == 3 else rng.choice([1, 2, 4])
+    pipe, pool_hw = random_pipeline(rng, h, w, c, rng.randint(3, 6), barriers=False)
+    if case % 4 == 0 and h == w:  # an overlay the quarter turn after it moves onto other axes
+        pipe = [{"op": "overlay", "alpha": 0.5}, {"op": "rotate", "p": 1.0}] + pipe
+        pool_hw = pool_hw if pool_hw == (h, w) else None
+        if pool_hw is None:
+            pipe = pipe[:2] + [op for op in pipe[2:] if op["op"] != "overlay"]
+            pool_hw = (h, w)
+    dt = getattr(torch, dtype)
+    n = rng.randint(1, 6)
+    x = random_obs((n, s * c, h, w), dt, seed=case)
+    pool = None if pool_hw is None else random_pool(5, c, *pool_hw, seed=case)
+    seed, step = rng.randrange(2**64), rng.randrange(2**64)
+    want = RO.augment(x, pool, ops=pipe, seed=seed, step=step, channels=c)
+    assert_same(ops.augment(x, pool, ops=pipe, seed=seed, step=step), want)
+    if ops.frame_sizes(pipe, h, w)[-1] == (h, w):
+        y = x.clone()
+        ops.augment(y, pool, ops=pipe, seed=seed, step=step, inplace=True)
+        assert_same(y, want)
+    storage = random_obs((7, c, h, w), dt, seed=case + 1)
+    indices = torch.tensor([[rng.randrange(7) for _ in range(s)] for _ in range(n)])
+    assert_same(ops.gather_augment(storage, indices, pool, ops=pipe, seed=seed, step=step),
+                RO.gather_augment(storage, indices, pool, ops=pipe, seed=seed, step=step))
+    out = ops.augment(x, pool, ops=pipe, seed=seed, step=step, out_dtype=torch.float32,
+                      scale=0.5, bias=-3.0)
+    assert_same(out, R.to_output(want, torch.float32, 0.5, -3.0))
 
 
 # named pipelines: barriers, crops, translate, rotate on a square frame
