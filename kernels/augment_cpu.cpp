@@ -1,11 +1,16 @@
-// CPU backend of the fused pipeline.
+// CPU backend of the fused pipeline, for every pipeline without a barrier
+// (random_conv and color_jitter's contrast go to augment_cpu_frames.cpp).
 //
-// Work unit: one channel plane. The geometric part of the pipeline is
-// separable, so for each sample the row and column maps of every stage are
-// traced once and the column maps compressed into runs (a contiguous copy, or
-// one pixel repeated); each row is gathered with a few vector moves, and each
-// overlay is a contiguous blend the compiler vectorizes. All arithmetic comes
-// from kernels/pipeline.h.
+// Work unit: one channel plane (or the three of a frame when an op mixes
+// channels). The geometric part of the pipeline is separable, so for each
+// sample the row and column maps of every stage are traced once and the
+// column maps compressed into runs (a contiguous copy, a mirrored copy, or
+// one pixel repeated); each row is gathered with a few vector moves (from the
+// transposed plane after an odd number of quarter turns), and the value ops
+// then run over whole planes in pipeline order: an overlay is a contiguous
+// blend, zero padding and cutouts fill row spans, grayscale and jitter run
+// pixel by pixel over the three planes. All arithmetic comes from
+// kernels/pipeline.h and kernels/frame_eval.h.
 #include "kernels/augment_cpu.h"
 
 #include <ATen/Parallel.h>
@@ -76,11 +81,12 @@ inline void copy_bytes(unsigned char* __restrict dst, const unsigned char* __res
   }
 }
 
-// The common column shape [repeat][copy][repeat] (any chain of shifts and
-// crops), as plain values so the row loop keeps them in registers.
+// The common column shape [repeat][copy or mirrored copy][repeat] (any chain
+// of shifts, crops, flips and translates), as plain values so the row loop keeps them in registers.
 struct SimpleColumns {
   int32_t left_len = 0, left_src = 0;
   int32_t mid_dst = 0, mid_len = 0, mid_src = 0;
+  bool mid_mirrored = false;  // the middle reads src[mid_src - i] (a flip)
   int32_t right_dst = 0, right_len = 0, right_src = 0;
 };
 
@@ -101,7 +107,8 @@ struct ColumnPlan {
       shape.left_src = runs[i].src_x;
       ++i;
     }
-    if (i >= runs.size() || !runs[i].copy()) return;
+    if (i >= runs.size() || runs[i].step == 0) return;
+    shape.mid_mirrored = runs[i].step < 0;
     shape.mid_dst = runs[i].dst_x;
     shape.mid_len = runs[i].len;
     shape.mid_src = runs[i].src_x;
@@ -167,6 +174,99 @@ inline void fill_edge(T* row, int32_t n, int32_t len, T value, bool at_end) {
   __builtin_memcpy(window, &word, kWord);
 }
 
+// dst[i] = src[-i] for i < n (a mirrored copy), 16 bytes at a time.
+inline void mirror_elems(uint8_t* __restrict dst, const uint8_t* __restrict src, int32_t n) {
+  int32_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src - i - 15));
+    v = _mm_shuffle_epi32(v, 0x1B);                                // dwords reversed
+    v = _mm_shufflehi_epi16(_mm_shufflelo_epi16(v, 0xB1), 0xB1);   // words within dwords
+    v = _mm_or_si128(_mm_srli_epi16(v, 8), _mm_slli_epi16(v, 8));  // bytes within words
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), v);
+  }
+  for (; i < n; ++i) dst[i] = src[-i];
+}
+inline void mirror_elems(float* __restrict dst, const float* __restrict src, int32_t n) {
+  int32_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m128 v = _mm_loadu_ps(src - i - 3);
+    _mm_storeu_ps(dst + i, _mm_shuffle_ps(v, v, 0x1B));
+  }
+  for (; i < n; ++i) dst[i] = src[-i];
+}
+
+// cells[x * h + y] = plane[y * w + x]: an h x w plane transposed into w x h,
+// in 16 x 16 (uint8) or 4 x 4 (float) blocks of SSE2 unpacks, the borders
+// one by one.
+template <typename T>
+void transpose_border(const T* __restrict plane, int32_t h, int32_t w, int32_t full_h,
+                      int32_t full_w, T* __restrict cells) {
+  for (int32_t y = 0; y < h; ++y) {
+    const int32_t x0 = y < full_h ? full_w : 0;
+    for (int32_t x = x0; x < w; ++x)
+      cells[static_cast<int64_t>(x) * h + y] = plane[static_cast<int64_t>(y) * w + x];
+  }
+}
+
+void transpose_plane(const uint8_t* __restrict plane, int32_t h, int32_t w,
+                     uint8_t* __restrict cells) {
+  const int32_t full_h = h / 16 * 16;
+  const int32_t full_w = w / 16 * 16;
+  for (int32_t y0 = 0; y0 < full_h; y0 += 16) {
+    for (int32_t x0 = 0; x0 < full_w; x0 += 16) {
+      __m128i a[16], b[16];
+      for (int r = 0; r < 16; ++r) {
+        a[r] = _mm_loadu_si128(
+            reinterpret_cast<const __m128i*>(plane + static_cast<int64_t>(y0 + r) * w + x0));
+      }
+      // Bytes of row pairs, then words of 4 rows, dwords of 8, qwords of 16.
+      for (int i = 0; i < 8; ++i) {
+        b[2 * i] = _mm_unpacklo_epi8(a[2 * i], a[2 * i + 1]);      // columns 0..7
+        b[2 * i + 1] = _mm_unpackhi_epi8(a[2 * i], a[2 * i + 1]);  // columns 8..15
+      }
+      for (int i = 0; i < 4; ++i) {       // rows 4i..4i+3
+        for (int h8 = 0; h8 < 2; ++h8) {  // columns 8 h8 ..
+          a[4 * i + 2 * h8] = _mm_unpacklo_epi16(b[4 * i + h8], b[4 * i + 2 + h8]);
+          a[4 * i + 2 * h8 + 1] = _mm_unpackhi_epi16(b[4 * i + h8], b[4 * i + 2 + h8]);
+        }
+      }
+      // a[4 i + q]: rows 4i..4i+3 of columns 4q..4q+3, as dwords.
+      for (int i = 0; i < 2; ++i) {  // rows 8i..8i+7
+        for (int q = 0; q < 4; ++q) {
+          b[8 * i + 2 * q] = _mm_unpacklo_epi32(a[8 * i + q], a[8 * i + 4 + q]);
+          b[8 * i + 2 * q + 1] = _mm_unpackhi_epi32(a[8 * i + q], a[8 * i + 4 + q]);
+        }
+      }
+      // b[8 i + 2 q + m]: rows 8i..8i+7 of columns 4q+2m, 4q+2m+1, as qwords.
+      for (int j = 0; j < 8; ++j) {
+        const __m128i lo = _mm_unpacklo_epi64(b[j], b[8 + j]);
+        const __m128i hi = _mm_unpackhi_epi64(b[j], b[8 + j]);
+        _mm_storeu_si128(
+            reinterpret_cast<__m128i*>(cells + static_cast<int64_t>(x0 + 2 * j) * h + y0), lo);
+        _mm_storeu_si128(
+            reinterpret_cast<__m128i*>(cells + static_cast<int64_t>(x0 + 2 * j + 1) * h + y0), hi);
+      }
+    }
+  }
+  transpose_border(plane, h, w, full_h, full_w, cells);
+}
+
+void transpose_plane(const float* __restrict plane, int32_t h, int32_t w, float* __restrict cells) {
+  const int32_t full_h = h / 4 * 4;
+  const int32_t full_w = w / 4 * 4;
+  for (int32_t y0 = 0; y0 < full_h; y0 += 4) {
+    for (int32_t x0 = 0; x0 < full_w; x0 += 4) {
+      __m128 r[4];
+      for (int i = 0; i < 4; ++i)
+        r[i] = _mm_loadu_ps(plane + static_cast<int64_t>(y0 + i) * w + x0);
+      _MM_TRANSPOSE4_PS(r[0], r[1], r[2], r[3]);
+      for (int i = 0; i < 4; ++i)
+        _mm_storeu_ps(cells + static_cast<int64_t>(x0 + i) * h + y0, r[i]);
+    }
+  }
+  transpose_border(plane, h, w, full_h, full_w, cells);
+}
+
 template <typename T>
 inline void gather_runs(const T* __restrict src, const std::vector<Run>& runs, T* __restrict dst) {
   for (const Run& run : runs) {
@@ -179,7 +279,7 @@ inline void gather_runs(const T* __restrict src, const std::vector<Run>& runs, T
       const T value = *s;
       for (int32_t i = 0; i < run.len; ++i) d[i] = value;
     } else {
-      for (int32_t i = 0; i < run.len; ++i) d[i] = s[-i];
+      mirror_elems(d, s, run.len);
     }
   }
 }
@@ -314,8 +414,12 @@ OBSAUG_CLONES void gather_plane(const T* in, int64_t in_w, const int32_t* row_so
       for (int32_t x = 0; x < c.left_len; ++x) dst[x] = left;
       for (int32_t x = 0; x < c.right_len; ++x) dst[c.right_dst + x] = right;
     }
-    copy_bytes(reinterpret_cast<unsigned char*>(dst + c.mid_dst),
-               reinterpret_cast<const unsigned char*>(src + c.mid_src), mid_bytes);
+    if (c.mid_mirrored) {
+      mirror_elems(dst + c.mid_dst, src + c.mid_src, c.mid_len);
+    } else {
+      copy_bytes(reinterpret_cast<unsigned char*>(dst + c.mid_dst),
+                 reinterpret_cast<const unsigned char*>(src + c.mid_src), mid_bytes);
+    }
   }
 }
 
@@ -374,35 +478,10 @@ void blend_span<uint8_t>(uint8_t* __restrict v, const uint8_t* __restrict d, int
   for (int64_t x = 0; x < n; ++x) v[x] = blend(v[x], d[x], weight);
 }
 
-template <typename T>
-void zero_row(T* __restrict v, const int8_t* __restrict col_zero, int32_t row_zero, int32_t op,
-              int32_t n) {
-  for (int32_t x = 0; x < n; ++x) {
-    const int32_t zero_op = std::max<int32_t>(row_zero, col_zero[x]);
-    v[x] = zero_op == op ? T(0) : v[x];
-  }
-}
-
 template <typename In, typename Out>
 OBSAUG_CLONES void store_span(const In* __restrict v, Out* __restrict out, int64_t n, float scale,
                               float bias) {
   for (int64_t x = 0; x < n; ++x) out[x] = to_output(v[x], scale, bias, static_cast<Out*>(nullptr));
-}
-
-// cells[x * h + y] = plane[y * w + x]: an h x w plane transposed into w x h.
-template <typename T>
-void transpose_plane(const T* __restrict plane, int32_t h, int32_t w, T* __restrict cells) {
-  constexpr int32_t kTile = 16;
-  for (int32_t y0 = 0; y0 < h; y0 += kTile) {
-    for (int32_t x0 = 0; x0 < w; x0 += kTile) {
-      const int32_t y1 = std::min(h, y0 + kTile);
-      const int32_t x1 = std::min(w, x0 + kTile);
-      for (int32_t x = x0; x < x1; ++x) {
-        for (int32_t y = y0; y < y1; ++y)
-          cells[static_cast<int64_t>(x) * h + y] = plane[static_cast<int64_t>(y) * w + x];
-      }
-    }
-  }
 }
 
 // Whether coordinates at the output of op k (k = -1: the pipeline's input)
@@ -415,13 +494,6 @@ bool swapped_after(const PipelineDesc& p, const OpDraw* draws, int k) {
       swapped = !swapped;
   }
   return swapped;
-}
-
-// v[x] = fill where inside[x], for x < n (a cutout's columns on one row).
-template <typename T>
-OBSAUG_CLONES void fill_masked(T* __restrict v, const uint8_t* __restrict inside, T fill,
-                               int32_t n) {
-  for (int32_t x = 0; x < n; ++x) v[x] = inside[x] ? fill : v[x];
 }
 
 // grayscale over the three planes of a frame, n pixels each.
@@ -447,10 +519,77 @@ void jitter_planes(const OpDesc& op, const OpDraw& d, T* const* planes, int64_t 
 }
 
 // Everything about one sample's geometry that every plane and row reuses.
+// Columns [first, end) of a row, in bytes, and how to fill them: a span of
+// at most 8 bytes is one 8-byte read-modify-write of `mask` at `window`
+// (rows of at least 8 bytes), a longer one 8-byte stores, the last one
+// overlapping; `first`/`end` are element indices for rows under 8 bytes.
+struct Span {
+  int32_t first, end;  // elements
+  int32_t begin_byte, end_byte;
+  int32_t window;  // byte offset of the masked word, or -1
+  uint64_t mask;
+};
+
+// Adds column x, in increasing order, to a list of spans.
+void add_to_spans(int32_t x, std::vector<Span>* spans) {
+  if (spans->empty() || spans->back().end != x)
+    spans->push_back(Span{x, x + 1, 0, 0, -1, 0});
+  else
+    ++spans->back().end;
+}
+
+// Fills in the byte fields of `spans` for rows of n elements of `size` bytes.
+void plan_spans(int32_t n, int32_t size, std::vector<Span>* spans) {
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "plan_spans assumes little endian");
+  const int32_t row_bytes = n * size;
+  for (Span& span : *spans) {
+    span.begin_byte = span.first * size;
+    span.end_byte = span.end * size;
+    const int32_t bytes = span.end_byte - span.begin_byte;
+    span.window = -1;
+    if (bytes > 8 || row_bytes < 8) continue;
+    span.window = std::min(span.begin_byte, row_bytes - 8);
+    const int32_t shift = 8 * (span.begin_byte - span.window);
+    span.mask = (bytes == 8 ? ~0ull : ((1ull << (8 * bytes)) - 1)) << shift;
+  }
+}
+
+// Eight bytes of `value` repeated.
+template <typename T>
+uint64_t fill_pattern(T value) {
+  T block[8 / sizeof(T)];
+  for (auto& v : block) v = value;
+  uint64_t word;
+  __builtin_memcpy(&word, block, 8);
+  return word;
+}
+
+// Sets every span of a row of n elements to the value whose fill_pattern is
+// `pattern`.
+template <typename T>
+void fill_spans(T* row, int32_t n, const std::vector<Span>& spans, uint64_t pattern) {
+  unsigned char* bytes = reinterpret_cast<unsigned char*>(row);
+  for (const Span& span : spans) {
+    if (span.window >= 0) {
+      uint64_t word;
+      __builtin_memcpy(&word, bytes + span.window, 8);
+      word = (word & ~span.mask) | (pattern & span.mask);
+      __builtin_memcpy(bytes + span.window, &word, 8);
+    } else if (n * static_cast<int32_t>(sizeof(T)) < 8) {
+      T value;
+      __builtin_memcpy(&value, &pattern, sizeof(T));
+      for (int32_t x = span.first; x < span.end; ++x) row[x] = value;
+    } else {
+      int32_t at = span.begin_byte;
+      for (; at + 8 < span.end_byte; at += 8) __builtin_memcpy(bytes + at, &pattern, 8);
+      __builtin_memcpy(bytes + span.end_byte - 8, &pattern, 8);
+    }
+  }
+}
+
 struct SampleGeometry {
   std::vector<AxisTrace> rows;         // [out_h]
-  std::vector<int32_t> row_source;     // [out_h] rows[y].source
-  std::vector<int8_t> col_zero;        // [out_w] AxisTrace::zero_op of each column
+  std::vector<int32_t> row_source;     // [out_h] rows[y].source (see fill_blanked)
   ColumnPlan source_columns;           // columns of the pipeline's input
   std::vector<ColumnPlan> op_columns;  // [n_ops] pool columns each overlay reads
   std::vector<bool> op_identity;       // overlay reads pool pixel (y, x) for output (y, x)
@@ -459,10 +598,14 @@ struct SampleGeometry {
   // the same for an overlay's pool pixels when op_swapped[k].
   bool source_swapped = false;
   bool op_swapped[kMaxOps] = {};
-  // cutout k: output rows / columns whose coordinates at op k fall in its
-  // rectangle (a pixel is inside when both are).
+  // cutout k: the output rows whose coordinates at op k fall in its
+  // rectangle, and the spans of such columns (a pixel is inside when both are).
   std::vector<uint8_t> cut_rows[kMaxOps];
-  std::vector<uint8_t> cut_cols[kMaxOps];
+  std::vector<Span> cut_spans[kMaxOps];
+  // Zero padding (shift with zeros, translate) k blanks, on rows whose own
+  // zero_op is below k, the columns [first, end) of zero_spans[k]; rows with
+  // zero_op == k are blanked whole.
+  std::vector<Span> zero_spans[kMaxOps];
   bool source_identity = false;  // output pixel (y, x) reads input pixel (y, x)
   // In place, rows must be written in an order that never overwrites a row
   // another output row still reads: +1 top-down (every row reads itself or
@@ -470,7 +613,8 @@ struct SampleGeometry {
   int row_order = 0;
   RowTranslation translation;  // valid when the translation path applies
 
-  void build(const PipelineDesc& p, const OpDraw* draws) {
+  // `elem_size`: bytes per pixel of the planes the spans fill.
+  void build(const PipelineDesc& p, const OpDraw* draws, int32_t elem_size) {
     rows.resize(p.out_h);
     row_source.resize(p.out_h);
     for (int32_t y = 0; y < p.out_h; ++y) {
@@ -478,12 +622,20 @@ struct SampleGeometry {
       row_source[y] = rows[y].source;
     }
     cols.resize(p.out_w);
-    col_zero.resize(p.out_w);
     coords.resize(p.out_w);
     for (int32_t x = 0; x < p.out_w; ++x) {
       cols[x] = trace_axis(p, draws, 1, x);
-      col_zero[x] = static_cast<int8_t>(cols[x].zero_op);
       coords[x] = cols[x].source;
+    }
+    fill_blanked(rows, &row_source);
+    fill_blanked(cols, &coords);
+    for (int k = 0; k < p.n_ops; ++k) {
+      zero_spans[k].clear();
+      if (!p.ops[k].zeros && p.ops[k].kind != OpKind::kTranslate) continue;
+      for (int32_t x = 0; x < p.out_w; ++x) {
+        if (cols[x].zero_op == k) add_to_spans(x, &zero_spans[k]);
+      }
+      plan_spans(p.out_w, elem_size, &zero_spans[k]);
     }
     source_swapped = swapped_after(p, draws, -1);
     for (int k = 0; k < p.n_ops; ++k) op_swapped[k] = swapped_after(p, draws, k);
@@ -500,13 +652,14 @@ struct SampleGeometry {
     }
     row_order = reads_below ? 1 : (reads_above ? -1 : 0);
     translation = RowTranslation();
-    if (!source_swapped && p.in_h == p.out_h && p.in_w == p.out_w && source_columns.simple) {
+    if (!source_swapped && p.in_h == p.out_h && p.in_w == p.out_w && source_columns.simple &&
+        !source_columns.shape.mid_mirrored) {
       translation = find_translation(row_source, p.in_h);
     }
     op_columns.resize(p.n_ops);
     op_identity.assign(p.n_ops, false);
     for (int k = 0; k < p.n_ops; ++k) {
-      if (p.ops[k].kind == OpKind::kCutout) build_cutout(p, k, draws[k]);
+      if (p.ops[k].kind == OpKind::kCutout) build_cutout(p, k, draws[k], elem_size);
       if (p.ops[k].kind != OpKind::kOverlay) continue;
       bool identity = !op_swapped[k] && p.ops[k].out_h == p.out_h && p.ops[k].out_w == p.out_w;
       for (int32_t x = 0; x < p.out_w; ++x) {
@@ -520,22 +673,39 @@ struct SampleGeometry {
   }
 
  private:
-  void build_cutout(const PipelineDesc& p, int k, const OpDraw& d) {
+  // Pixels that zero padding blanks read a neighbour's source instead of
+  // their traced 0 (any valid read does: the padding op overwrites them), so
+  // that the runs stay [repeat][copy][repeat].
+  static void fill_blanked(const std::vector<AxisTrace>& traces, std::vector<int32_t>* coords) {
+    const int32_t n = static_cast<int32_t>(traces.size());
+    int32_t first = 0;
+    while (first < n && traces[first].zero_op >= 0) ++first;
+    if (first == n) return;
+    for (int32_t i = 0; i < n; ++i) {
+      if (traces[i].zero_op < 0) continue;
+      (*coords)[i] = i < first ? (*coords)[first] : (*coords)[i - 1];
+    }
+  }
+
+  void build_cutout(const PipelineDesc& p, int k, const OpDraw& d, int32_t elem_size) {
     // A row trace's coordinate at op k is a column there when swapped.
     const bool swapped = op_swapped[k];
     const auto inside = [](int32_t c, int32_t first, int32_t len) {
       return static_cast<uint8_t>(c >= first && c < first + len);
     };
     cut_rows[k].resize(p.out_h);
-    cut_cols[k].resize(p.out_w);
+    cut_spans[k].clear();
+    if (!d.gate) return;
     for (int32_t y = 0; y < p.out_h; ++y) {
       cut_rows[k][y] = swapped ? inside(rows[y].at_op[k], d.offset_x, d.size_x)
                                : inside(rows[y].at_op[k], d.offset_y, d.size_y);
     }
     for (int32_t x = 0; x < p.out_w; ++x) {
-      cut_cols[k][x] = swapped ? inside(cols[x].at_op[k], d.offset_y, d.size_y)
-                               : inside(cols[x].at_op[k], d.offset_x, d.size_x);
+      const bool in = swapped ? inside(cols[x].at_op[k], d.offset_y, d.size_y)
+                              : inside(cols[x].at_op[k], d.offset_x, d.size_x);
+      if (in) add_to_spans(x, &cut_spans[k]);
     }
+    plan_spans(p.out_w, elem_size, &cut_spans[k]);
   }
 
   std::vector<AxisTrace> cols;  // build() scratch, kept to reuse its storage
@@ -552,6 +722,20 @@ struct Scratch {
   std::vector<In> in_plane;         // the input plane (in place) or its transpose
   std::vector<In> values;           // the planes of a unit, when not written directly
 };
+
+// Zero padding op k on one plane of the output layout.
+template <typename T>
+void blank(const SampleGeometry& geometry, int k, int32_t h, int32_t w, T* values) {
+  for (int32_t y = 0; y < h; ++y) {
+    T* row = values + static_cast<int64_t>(y) * w;
+    const int32_t row_zero = geometry.rows[y].zero_op;
+    if (row_zero == k) {
+      std::memset(row, 0, sizeof(T) * w);
+    } else if (row_zero < k) {
+      fill_spans(row, w, geometry.zero_spans[k], 0);
+    }
+  }
+}
 
 bool has_barrier(const PipelineDesc& p) {
   for (int k = 0; k < p.n_ops; ++k)
@@ -634,7 +818,7 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
       const int32_t first_channel = static_cast<int32_t>(channel % p.frame_channels);
       if (sample != drawn_sample) {
         draw_pipeline(p, static_cast<uint32_t>(sample), 0, draws);
-        geometry.build(p, draws);  // geometry never depends on the frame
+        geometry.build(p, draws, sizeof(In));  // geometry never depends on the frame
         drawn_sample = sample;
         drawn_frame = 0;
       }
@@ -674,19 +858,15 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
             }
           }
         } else if ((op.kind == OpKind::kShift && op.zeros) || op.kind == OpKind::kTranslate) {
-          for (int64_t c = 0; c < group; ++c) {
-            for (int32_t y = 0; y < p.out_h; ++y) {
-              zero_row(values[c] + static_cast<int64_t>(y) * p.out_w, geometry.col_zero.data(),
-                       geometry.rows[y].zero_op, k, p.out_w);
-            }
-          }
+          for (int64_t c = 0; c < group; ++c) blank(geometry, k, p.out_h, p.out_w, values[c]);
         } else if (op.kind == OpKind::kCutout && d.gate) {
           for (int64_t c = 0; c < group; ++c) {
-            const In fill = op.fill_color ? In(d.color[(first_channel + c) % 3]) : In(0);
+            const uint64_t fill =
+                fill_pattern(op.fill_color ? In(d.color[(first_channel + c) % 3]) : In(0));
             for (int32_t y = 0; y < p.out_h; ++y) {
               if (!geometry.cut_rows[k][y]) continue;
-              fill_masked(values[c] + static_cast<int64_t>(y) * p.out_w,
-                          geometry.cut_cols[k].data(), fill, p.out_w);
+              fill_spans(values[c] + static_cast<int64_t>(y) * p.out_w, p.out_w,
+                         geometry.cut_spans[k], fill);
             }
           }
         } else if (op.kind == OpKind::kGrayscale && d.gate) {

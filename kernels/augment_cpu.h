@@ -73,11 +73,12 @@ OBSAUG_HD FrameBatch frame_batch(const PipelineDesc& p, const AugmentBuffers<In,
 void blend_bytes(uint8_t* v, const uint8_t* d, int64_t n, uint32_t weight);
 
 // Runs `p` on every plane, multi-threaded with at::parallel_for: pipelines
-// with an op of the second family through augment_cpu_frames.
+// with a barrier (random_conv, color_jitter with contrast) through
+// augment_cpu_frames.
 template <typename In, typename Out>
 void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buffers);
 
-// The per-frame path (kernels/frame_eval.h), for p.n_segments > 0.
+// The per-frame path (kernels/frame_eval.h), for pipelines with a barrier.
 template <typename In, typename Out>
 void augment_cpu_frames(const PipelineDesc& p, const AugmentBuffers<In, Out>& buffers);
 

@@ -10,10 +10,11 @@
 // of an output pixel is
 //   v = input[source] (or 0 from the latest zero-padding op that blanks it),
 //   then every value op after that point, in pipeline order.
-// Pipelines of shift, crop and overlay only are evaluated per channel plane
-// (eval_pixel below, and the CPU's row-run loops); a pipeline with any op of
-// the second family is evaluated per stacked frame (kernels/frame_eval.h),
-// which also handles the barriers (random_conv, color_jitter's contrast).
+// On CUDA, pipelines of shift, crop and overlay only are evaluated per
+// channel plane (eval_pixel below) and a pipeline with any op of the second
+// family per stacked frame (kernels/frame_eval.h), which also handles the
+// barriers (random_conv, color_jitter's contrast). The CPU runs every
+// pipeline without a barrier on its row runs (kernels/augment_cpu.cpp).
 #pragma once
 
 #include <cstdint>

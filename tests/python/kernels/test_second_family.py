@@ -187,7 +187,9 @@ def test_reference_float_overlay_is_the_librarys(kw):
 
 # ---------------------------------------------------------- each op alone
 
-GEOMETRY_SHAPES = [(5, 3, 12, 12), (6, 9, 16, 14), (4, 4, 11, 13), (3, 1, 9, 9), (7, 2, 1, 5)]
+# Widths on both sides of the CPU's 16-byte (uint8) and 4-float mirrored moves.
+GEOMETRY_SHAPES = [(5, 3, 12, 12), (6, 9, 16, 14), (4, 4, 11, 13), (3, 1, 9, 9), (7, 2, 1, 5),
+                   (3, 3, 5, 33), (2, 9, 84, 84)]
 P_VALUES = [0.0, 1.0, 0.5, 0.2]
 
 
@@ -205,7 +207,9 @@ def test_flip_matches_reference(dtype, shape, axis, p):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(5, 3, 12, 12), (6, 9, 13, 13), (4, 4, 1, 1), (3, 1, 2, 2)], ids=str)
+# Sides on both sides of the CPU's 16 x 16 (uint8) and 4 x 4 (float) transposed blocks.
+@pytest.mark.parametrize("shape", [(5, 3, 12, 12), (6, 9, 13, 13), (4, 4, 1, 1), (3, 1, 2, 2),
+                                   (3, 3, 16, 16), (3, 2, 33, 33), (2, 9, 84, 84)], ids=str)
 @pytest.mark.parametrize("p", P_VALUES)
 def test_rotate_matches_reference(dtype, shape, p):
     x = random_obs(shape, dtype)
@@ -456,7 +460,7 @@ def test_barrier_free_pipelines_in_every_form(case, dtype, c):
     turns, masked rows for cutouts, whole planes for grayscale and jitter): out of place, in
     place, gathered and with a float affine, against the reference."""
     rng = random.Random(5000 + case)
-    h = w = rng.choice([12, 11, 9])
+    h = w = rng.choice([12, 11, 9, 18, 35])
     if rng.random() < 0.3:
         h, w = rng.choice([(13, 10), (9, 14)])
     s = rng.choice([1, 3]) if c == 3 else rng.choice([1, 2, 4])
