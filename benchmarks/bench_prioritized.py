@@ -25,7 +25,7 @@ given a random priority in [0.01, 10) before timing:
 update_priorities(B) gets B indices of an earlier sample and new priorities
 (a pool of 64 such pairs prepared before timing, used in turn).
 
-Method: harness.run_rounds (calibrated calls per measurement, rounds rotated so
+Method: torch threads 1 (--threads), harness.run_rounds (calibrated calls per measurement, rounds rotated so
 that noise hits all methods alike), median seconds per call. One size at a time:
 the buffers of one N are built, measured and freed before the next.
 
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.metadata
 import sys
 import time
 
@@ -84,9 +85,9 @@ def torchrl_methods(n, batch, rng):
                                             batch_size=[n]))
     sampler = PrioritizedSampler(n, alpha=ALPHA, beta=BETA)
     sampler.extend(torch.arange(n))
-    sampler.update_priority(torch.arange(n), torch.from_numpy(rng.uniform(0.01, 10, n)))
-    pool = [(sampler.sample(storage, batch)[0], torch.from_numpy(rng.uniform(0.01, 10, batch)))
-            for _ in range(POOL)]
+    sampler.update_priority(torch.arange(n), torch.from_numpy(rng.uniform(0.01, 10, n)).float())
+    pool = [(sampler.sample(storage, batch)[0],
+             torch.from_numpy(rng.uniform(0.01, 10, batch)).float()) for _ in range(POOL)]
     turn = iter(range(1 << 62))
 
     def update():
@@ -119,16 +120,20 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[1 << 16, 1 << 20, 1 << 23])
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--rounds", type=int, default=9)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (default 1: on a shared machine a parallel region "
+                        "waits for a busy core)")
     args = harness.parse_args(p, argv, quick_help="sizes 64 Ki and 1 Mi only, 5 rounds")
     if args.quick:
         args.sizes, args.rounds = [1 << 16, 1 << 20], 5
+    torch.set_num_threads(args.threads)
     obsaug = harness.import_obsaug()
     if not hasattr(obsaug, "ReplayBuffer"):
         print("obsaug was built without the replay buffer")
         return 1
     try:
         import cpprb
-        cpprb_version = getattr(cpprb, "__version__", None)
+        cpprb_version = importlib.metadata.version("cpprb")
     except ImportError as e:
         cpprb, cpprb_version = None, None
         print(f"skipping cpprb: {e} (pip install cpprb; requirements.txt pins it)")
