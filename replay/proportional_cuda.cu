@@ -12,6 +12,10 @@ namespace obsaug {
 namespace {
 
 constexpr int kThreads = 256;
+// Updates of up to kOneBlockCount leaves run in one block (one launch); larger
+// ones (a rebuild on load) launch once per level over the whole grid.
+constexpr int kOneBlockThreads = 1024;
+constexpr int64_t kOneBlockCount = 8192;
 
 int blocks_for(int64_t count) {
   const int64_t blocks = (count + kThreads - 1) / kThreads;
@@ -43,6 +47,21 @@ __global__ void refresh_level(tree::TreeView t, const int64_t* slots, int64_t co
   }
 }
 
+// A small update (a sample's priorities, a frame written) in one launch: one
+// block walks the levels, a barrier between them.
+__global__ void assign_in_one_block(tree::TreeView t, const int64_t* slots, const double* weights,
+                                    int64_t count) {
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+    tree::set_leaf(t, slots[i], weights[i]);
+  }
+  for (int shift = 1; (int64_t{1} << shift) <= t.leaves; ++shift) {
+    __syncthreads();  // the level below is written (global writes seen by the block)
+    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+      tree::refresh_node(t, (t.leaves + slots[i]) >> shift);
+    }
+  }
+}
+
 __global__ void draw(tree::TreeView t, uint64_t seed, uint64_t call, int64_t batch, int64_t* slots,
                      double* leaf_weights) {
   const double total = t.sum[1];
@@ -65,6 +84,11 @@ __global__ void draw(tree::TreeView t, uint64_t seed, uint64_t call, int64_t bat
 void proportional_assign_cuda(tree::TreeView tree, const int64_t* slots, const double* weights,
                               int64_t count, cudaStream_t stream) {
   if (count == 0) return;
+  if (count <= kOneBlockCount) {
+    assign_in_one_block<<<1, kOneBlockThreads, 0, stream>>>(tree, slots, weights, count);
+    check_launch("updating the priority tree");
+    return;
+  }
   set_leaves<<<blocks_for(count), kThreads, 0, stream>>>(tree, slots, weights, count);
   check_launch("setting priority tree leaves");
   for (int shift = 1; (int64_t{1} << shift) <= tree.leaves; ++shift) {
