@@ -542,6 +542,22 @@ def test_prioritized_draws_follow_the_tree_after_many_updates():
     assert t > 300, "the ring wrapped"
 
 
+def test_all_zero_priorities_raise_then_one_positive_is_always_drawn():
+    """total = 0: ValueError naming the zero priorities, no call counted; then one
+    positive priority among zeros (and padding leaves: capacity 12 -> 16) is the
+    only slot any target reaches, including the last stratum's."""
+    rb = make_rb(capacity=12, frame_shape=(1, 3, 3), frame_stack=1, prioritized=True, seed=3)
+    one_episode(rb, 12)
+    rb.update_priorities(torch.arange(11), torch.zeros(11))
+    with pytest.raises(ValueError, match="every valid transition has priority 0"):
+        rb.sample(4)
+    assert rb.sample_calls == 0
+    rb.update_priorities(torch.tensor([6]), torch.tensor([0.5]))
+    out = rb.sample(64)
+    assert out["indices"].tolist() == [6] * 64
+    assert torch.equal(out["weights"], torch.ones(64))
+
+
 def test_uniform_frequencies_and_invalid_slots_never_drawn():
     kw = dict(capacity=30, frame_shape=(1, 3, 3), frame_stack=2, seed=9)
     both = Both(*make_pair(**kw))
