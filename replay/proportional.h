@@ -1,29 +1,41 @@
-// Proportional prioritized sampling (Schaul et al. 2016) over per-slot
-// weights: prefix sums and binary searches, written once with Thrust and run
-// by the host's sequential system (proportional_host.cpp) or on a CUDA
-// stream (proportional_cuda.cu). Only the entry points below are visible to
-// the rest of the project; the Thrust template is in proportional_impl.h.
+// Proportional prioritized sampling (Schaul et al. 2016) over a sum tree of
+// per-slot weights (replay/proportional_tree.h): a bulk update of some leaves
+// and a batch of stratified draws, each O(count * log capacity), run by the
+// host (proportional_host.cpp) or on a CUDA stream (proportional_cuda.cu)
+// with the same arithmetic, so both give the same bits. The owner (the
+// ReplayBuffer) allocates the node arrays: 2 * leaf_count(capacity) doubles
+// each, sum zeroed and min filled with +inf (every weight 0).
 #pragma once
 
 #include <cstdint>
+
+#include "replay/proportional_tree.h"
 
 typedef struct CUstream_st* cudaStream_t;
 
 namespace obsaug {
 
-// In: weights[n] >= 0 (0 = never sampled), targets[batch] in [0, 1).
-// Out: prefix[n] = inclusive prefix sums of weights; targets scaled by the
-// total; slots[b] = the first i with prefix[i] > targets[b] (may be n when
-// rounding puts a target on the total: callers move it down to the last
-// positive weight). Returns the smallest positive weight (+inf if none).
-// All pointers are in the memory of the system that runs it.
-double proportional_draw_host(const double* weights, int64_t n, double* prefix, double* targets,
-                              int64_t batch, int64_t* slots);
+// Sets leaf slots[i] to weights[i] >= 0 for i < count, then recomputes their
+// ancestors level by level. slots sorted ascending without repeats (a repeat
+// would keep one of its weights: whichever the device writes last).
+void proportional_assign_host(tree::TreeView tree, const int64_t* slots, const double* weights,
+                              int64_t count);
+// slots[b] for b < batch: the slot draw b of sample call `call` picks
+// (docs/replay.md). The tree's total must be positive.
+void proportional_draw_host(tree::TreeView tree, uint64_t seed, uint64_t call, int64_t batch,
+                            int64_t* slots);
+
 #ifdef OBSAUG_WITH_CUDA
-// The same on `stream` with device pointers; synchronises the stream to
-// return the smallest weight. Throws std::runtime_error on a CUDA error.
-double proportional_draw_cuda(const double* weights, int64_t n, double* prefix, double* targets,
-                              int64_t batch, int64_t* slots, cudaStream_t stream);
+// The same on `stream`, with the tree, slots and weights in device memory.
+// Launches only (no synchronisation); a failed launch throws std::runtime_error.
+void proportional_assign_cuda(tree::TreeView tree, const int64_t* slots, const double* weights,
+                              int64_t count, cudaStream_t stream);
+// Also writes each draw's leaf weight to leaf_weights[b], and min[1], sum[1]
+// (the smallest positive weight and the total) to leaf_weights[batch],
+// leaf_weights[batch + 1], so that one copy brings back all the host needs.
+// A total of 0 draws slot 0 everywhere (the caller then raises).
+void proportional_draw_cuda(tree::TreeView tree, uint64_t seed, uint64_t call, int64_t batch,
+                            int64_t* slots, double* leaf_weights, cudaStream_t stream);
 #endif
 
 }  // namespace obsaug

@@ -3,6 +3,7 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 #include <c10/util/irange.h>
@@ -20,6 +21,7 @@
 #include "kernels/tensor_text.h"
 #include "replay/checkpoint_format.h"
 #include "replay/proportional.h"
+#include "replay/proportional_tree.h"
 
 #ifdef OBSAUG_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -31,7 +33,6 @@ namespace {
 
 constexpr int kUniformAttempts = 64;
 constexpr int64_t kMaxBatch = int64_t{1} << 32;  // draws per sample call (Philox b word)
-constexpr uint32_t kReplayTag = 0x8000;          // counter word 3: 0x8000 | attempt
 // Host bytes per slot besides the action: EpisodeRing's Slot (24) and
 // validity flag, and the batch-building scratch.
 constexpr int64_t kHostBytesPerSlot = 32;
@@ -43,12 +44,6 @@ constexpr int64_t kHostBytesPerSlot = 32;
 // A wrong dtype: c10::TypeError (TypeError in Python), where bad() is a ValueError.
 [[noreturn]] void bad_type(const std::string& where, const std::string& what) {
   TORCH_CHECK_TYPE(false, "ReplayBuffer." + where + ": " + what);
-}
-
-Philox4 replay_draw(uint64_t seed, uint64_t call, uint32_t b, uint32_t attempt) {
-  return philox4x32_10(Philox4{{static_cast<uint32_t>(call), static_cast<uint32_t>(call >> 32), b,
-                                kReplayTag | attempt}},
-                       static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 
 ReplayOptions checked(ReplayOptions o) {
@@ -105,23 +100,30 @@ struct ReplayBuffer::Impl {
   at::Tensor frames;   // [capacity, C, H, W] uint8 on o.device
   at::Tensor actions;  // [capacity, *action_shape] on the host
   uint64_t calls = 0;  // sample() calls so far: the Philox counter
-  // Prioritized: q = p^alpha per slot, the sampling weight (q, or 0 while the
-  // slot is not a valid transition), and the largest p given so far.
+  // Prioritized: q = p^alpha per slot, and the largest p given so far. The
+  // sampling weight (q, or 0 while the slot is not a valid transition) lives
+  // in the leaves of a sum tree and a min tree (replay/proportional_tree.h)
+  // on the buffer's device, derived state kept current by refresh_weights
+  // (and rebuilt, not saved, by checkpoints).
   std::vector<double> priority;
-  std::vector<double> weight;
   double max_priority = 1.0;
-  at::Tensor weight_device;  // CUDA buffers: the weights where Thrust runs
-  at::Tensor prefix_device;
+  int64_t leaves = 0;
+  at::Tensor tree_sum;  // [2 * leaves] float64 on o.device
+  at::Tensor tree_min;
 
   explicit Impl(ReplayOptions options)
       : o(checked(std::move(options))), ring(1, 1, 1, 0.0) {  // sized below
     // Everything is allocated up front; a buffer too large for this machine
     // is refused with its size rather than a bare bad_alloc (or the OOM killer).
     const double frame_mib = static_cast<double>(o.capacity) * frame_bytes() / (1 << 20);
+    // Prioritized: 8 bytes of priority per slot, and the two trees (2 x 2
+    // doubles per leaf) wherever the frames are.
+    if (o.prioritized) leaves = tree::leaf_count(o.capacity);
+    const double tree_mib = 32.0 * static_cast<double>(leaves) / (1 << 20);
     const double host_mib = static_cast<double>(o.capacity) *
-                            (kHostBytesPerSlot + (o.prioritized ? 16 : 0) + action_bytes()) /
+                            (kHostBytesPerSlot + (o.prioritized ? 8 : 0) + action_bytes()) /
                             (1 << 20);
-    const double on_host_mib = host_mib + (o.device.is_cpu() ? frame_mib : 0.0);
+    const double on_host_mib = host_mib + (o.device.is_cpu() ? frame_mib + tree_mib : 0.0);
     const double ram_mib = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
                            static_cast<double>(sysconf(_SC_PAGE_SIZE)) / (1 << 20);
     const auto too_large = [&](const std::string& why) {
@@ -145,12 +147,9 @@ struct ReplayBuffer::Impl {
       actions = at::zeros(action_sizes, at::TensorOptions().dtype(o.action_dtype));
       if (o.prioritized) {
         priority.assign(static_cast<size_t>(o.capacity), 0.0);
-        weight.assign(static_cast<size_t>(o.capacity), 0.0);
-        if (o.device.is_cuda()) {
-          const auto f64 = at::TensorOptions().dtype(at::kDouble).device(o.device);
-          weight_device = at::zeros({o.capacity}, f64);
-          prefix_device = at::empty({o.capacity}, f64);
-        }
+        const auto f64 = at::TensorOptions().dtype(at::kDouble).device(o.device);
+        tree_sum = at::zeros({2 * leaves}, f64);  // every weight 0
+        tree_min = at::full({2 * leaves}, std::numeric_limits<double>::infinity(), f64);
       }
     } catch (const std::bad_alloc&) {
       too_large("the allocation failed");
@@ -326,23 +325,38 @@ struct ReplayBuffer::Impl {
     touched->insert(touched->end(), ring.changed().begin(), ring.changed().end());
   }
 
+  tree::TreeView tree_view() const {
+    return {tree_sum.data_ptr<double>(), tree_min.data_ptr<double>(), leaves};
+  }
+
+  // Sets the sampling weight of `slots` (q when valid, else 0) in the trees:
+  // O(K log capacity) for K distinct slots.
   void refresh_weights(std::vector<int64_t> slots) {
     std::sort(slots.begin(), slots.end());
     slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+    if (slots.empty()) return;
+    const int64_t k = static_cast<int64_t>(slots.size());
     std::vector<double> values(slots.size());
     for (size_t i = 0; i < slots.size(); ++i) {
-      const size_t s = static_cast<size_t>(slots[i]);
-      weight[s] = ring.valid(slots[i]) ? priority[s] : 0.0;
-      values[i] = weight[s];
+      values[i] = ring.valid(slots[i]) ? priority[static_cast<size_t>(slots[i])] : 0.0;
     }
-    if (weight_device.defined() && !slots.empty()) {
-      const auto cpu = at::TensorOptions().device(at::kCPU);
-      at::Tensor index =
-          at::from_blob(slots.data(), {static_cast<int64_t>(slots.size())}, cpu.dtype(at::kLong));
-      at::Tensor value = at::from_blob(values.data(), {static_cast<int64_t>(values.size())},
-                                       cpu.dtype(at::kDouble));
-      weight_device.index_copy_(0, index.to(o.device), value.to(o.device));
+    if (o.device.is_cpu()) {
+      proportional_assign_host(tree_view(), slots.data(), values.data(), k);
+      return;
     }
+#ifdef OBSAUG_WITH_CUDA
+    const c10::cuda::CUDAGuard guard(o.device);
+    const auto cpu = at::TensorOptions().device(at::kCPU);
+    const at::Tensor slot_device =
+        at::from_blob(slots.data(), {k}, cpu.dtype(at::kLong)).to(o.device);
+    const at::Tensor value_device =
+        at::from_blob(values.data(), {k}, cpu.dtype(at::kDouble)).to(o.device);
+    proportional_assign_cuda(tree_view(), slot_device.data_ptr<int64_t>(),
+                             value_device.data_ptr<double>(), k,
+                             c10::cuda::getCurrentCUDAStream(o.device.index()).stream());
+#else
+    throw std::logic_error("ReplayBuffer: a CUDA buffer without CUDA support");
+#endif
   }
 
   void set_new_priority(int64_t slot) {
@@ -359,7 +373,7 @@ struct ReplayBuffer::Impl {
       int64_t chosen = -1;
       Philox4 r{};
       for (uint32_t attempt = 0; attempt < kUniformAttempts && chosen < 0; ++attempt) {
-        r = replay_draw(o.seed, calls, static_cast<uint32_t>(b), attempt);
+        r = tree::replay_block(o.seed, calls, static_cast<uint32_t>(b), attempt);
         const int64_t slot = static_cast<int64_t>(below(r.v[0], size));
         if (ring.valid(slot)) chosen = slot;
       }
@@ -376,52 +390,48 @@ struct ReplayBuffer::Impl {
     return out;
   }
 
-  // Slots and importance weights by proportional priority (docs/replay.md).
+  // Slots and importance weights by proportional priority (docs/replay.md):
+  // B descents of the sum tree, O(B log capacity).
   std::vector<int64_t> prioritized_slots(int64_t batch, double beta, std::vector<float>* weights) {
-    const int64_t n = o.capacity;
-    std::vector<double> targets(static_cast<size_t>(batch));
-    for (int64_t b = 0; b < batch; ++b) {
-      const Philox4 r = replay_draw(o.seed, calls, static_cast<uint32_t>(b), 0);
-      targets[static_cast<size_t>(b)] = (static_cast<double>(b) + unit(r.v[0])) / batch;
-    }
     std::vector<int64_t> slots(static_cast<size_t>(batch));
-    double smallest = 0;
-    if (!weight_device.defined()) {
-      std::vector<double> prefix(static_cast<size_t>(n));
-      smallest = proportional_draw_host(weight.data(), n, prefix.data(), targets.data(), batch,
-                                        slots.data());
+    std::vector<double> drawn(static_cast<size_t>(batch) + 2);  // q per draw, q_min, total
+    if (o.device.is_cpu()) {
+      const tree::TreeView t = tree_view();
+      if (t.sum[1] > 0.0) proportional_draw_host(t, o.seed, calls, batch, slots.data());
+      for (int64_t b = 0; b < batch; ++b) {
+        drawn[static_cast<size_t>(b)] = t.sum[t.leaves + slots[static_cast<size_t>(b)]];
+      }
+      drawn[static_cast<size_t>(batch)] = t.min[1];
+      drawn[static_cast<size_t>(batch) + 1] = t.sum[1];
     } else {
 #ifdef OBSAUG_WITH_CUDA
       const c10::cuda::CUDAGuard guard(o.device);
       const auto dev = at::TensorOptions().device(o.device);
-      at::Tensor target_device =
-          at::from_blob(targets.data(), {batch}, at::TensorOptions().dtype(at::kDouble))
-              .to(o.device);
       at::Tensor slot_device = at::empty({batch}, dev.dtype(at::kLong));
-      smallest = proportional_draw_cuda(
-          weight_device.data_ptr<double>(), n, prefix_device.data_ptr<double>(),
-          target_device.data_ptr<double>(), batch, slot_device.data_ptr<int64_t>(),
-          c10::cuda::getCurrentCUDAStream(o.device.index()).stream());
-      at::Tensor host = slot_device.to(at::kCPU);
-      std::copy(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + batch, slots.begin());
+      at::Tensor drawn_device = at::empty({batch + 2}, dev.dtype(at::kDouble));
+      proportional_draw_cuda(tree_view(), o.seed, calls, batch, slot_device.data_ptr<int64_t>(),
+                             drawn_device.data_ptr<double>(),
+                             c10::cuda::getCurrentCUDAStream(o.device.index()).stream());
+      const at::Tensor slot_host = slot_device.to(at::kCPU);  // after the stream's work
+      const at::Tensor drawn_host = drawn_device.to(at::kCPU);
+      std::copy(slot_host.data_ptr<int64_t>(), slot_host.data_ptr<int64_t>() + batch,
+                slots.begin());
+      std::copy(drawn_host.data_ptr<double>(), drawn_host.data_ptr<double>() + batch + 2,
+                drawn.begin());
 #else
-      throw std::logic_error("ReplayBuffer: CUDA weights without CUDA support");
+      throw std::logic_error("ReplayBuffer: a CUDA buffer without CUDA support");
 #endif
     }
-    if (!(smallest < std::numeric_limits<double>::infinity())) {
+    const double smallest = drawn[static_cast<size_t>(batch)];
+    if (!(drawn[static_cast<size_t>(batch) + 1] > 0.0)) {
       bad("sample",
           "every valid transition has priority 0, so none can be drawn; give some "
           "a positive priority with update_priorities");
     }
     weights->resize(static_cast<size_t>(batch));
     for (int64_t b = 0; b < batch; ++b) {
-      int64_t& s = slots[static_cast<size_t>(b)];
-      if (s >= n || weight[static_cast<size_t>(std::min(s, n - 1))] <= 0.0) {
-        s = std::min(s, n - 1);  // rounding put the target on the total: the last positive weight
-        while (s > 0 && weight[static_cast<size_t>(s)] <= 0.0) --s;
-      }
       (*weights)[static_cast<size_t>(b)] =
-          static_cast<float>(std::pow(weight[static_cast<size_t>(s)] / smallest, -beta));
+          static_cast<float>(std::pow(drawn[static_cast<size_t>(b)] / smallest, -beta));
     }
     return slots;
   }
@@ -556,7 +566,8 @@ void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor
   }
   if (at::isFloatingType(indices.scalar_type()) ||
       !at::isIntegralType(indices.scalar_type(), false)) {
-    bad_type("update_priorities", "indices must be an integer tensor [K], got " + describe(indices));
+    bad_type("update_priorities",
+             "indices must be an integer tensor [K], got " + describe(indices));
   }
   if (indices.dim() != 1) {
     bad("update_priorities", "indices must be an integer tensor [K], got " + describe(indices));
@@ -622,7 +633,7 @@ ReplayBuffer ReplayBuffer::load(const std::string& dir, std::optional<c10::Devic
   }
   d.calls = h.sample_calls;
   d.max_priority = h.max_priority;
-  if (o.prioritized) {
+  if (o.prioritized) {  // the trees are derived state: rebuilt from the priorities
     std::vector<int64_t> all(static_cast<size_t>(o.capacity));
     for (int64_t s = 0; s < o.capacity; ++s) all[static_cast<size_t>(s)] = s;
     d.refresh_weights(std::move(all));

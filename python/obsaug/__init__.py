@@ -30,8 +30,7 @@ if hasattr(_C, "Engine"):
     Engine.__module__ = "obsaug"
     __all__.append("Engine")
 
-# The replay buffer exists where the native module was built with it (Thrust
-# headers from the CUDA toolkit).
+# The replay buffer exists where the native module was built with it.
 if hasattr(_C, "ReplayBuffer"):
     from .replay import ReplayBuffer  # noqa: E402
 

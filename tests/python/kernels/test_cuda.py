@@ -273,8 +273,8 @@ def _filled_buffer(device, prioritized):
 
 @pytest.mark.parametrize("prioritized", [False, True])
 def test_replay_on_device_samples_what_the_cpu_buffer_samples(prioritized):
-    """Uniform sampling is host-side; prioritized runs Thrust on the device. With
-    integer priorities (alpha 1) every prefix sum is exact, so both pick the same slots."""
+    """Uniform sampling is host-side; prioritized walks the sum tree on the device,
+    with the host's arithmetic, so both pick the same slots."""
     cpu, dev = _filled_buffer("cpu", prioritized), _filled_buffer(DEV, prioritized)
     for round_ in range(5):
         a, b = cpu.sample(128), dev.sample(128)

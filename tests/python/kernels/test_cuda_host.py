@@ -152,9 +152,9 @@ def _buffer(device):
 
 @pytest.mark.skipif(not hasattr(obsaug, "ReplayBuffer"), reason="built without the replay buffer")
 @pytest.mark.parametrize("device", ["cuda", pytest.param("cuda:1", marks=two_devices)])
-def test_prioritized_sampling_with_thrust_on_a_side_stream_matches_the_cpu(device):
-    """Thrust runs on the current stream of the buffer's device (under a guard)
-    and the result is read back after that stream: the same slots as the CPU."""
+def test_prioritized_sampling_on_a_side_stream_matches_the_cpu(device):
+    """The sum tree's kernels run on the current stream of the buffer's device (under
+    a guard) and the result is read back after that stream: the same slots as the CPU."""
     cpu, dev = _buffer("cpu"), _buffer(device)
     torch.cuda.set_device(0)
     side = torch.cuda.Stream(device=torch.device(device))

@@ -40,6 +40,38 @@ def sample_block(seed: int, call: int, b: int, attempt: int) -> tuple:
     return philox4x32_10(counter, key)
 
 
+def sum_tree(weights: np.ndarray) -> List[np.ndarray]:
+    """docs/replay.md's sum tree, level by level from the leaves: the weights
+    zero-padded to a power of two, then each level's pairs added (float64, one
+    rounding per node) up to the root `[total]`."""
+    leaves = 1
+    while leaves < len(weights):
+        leaves *= 2
+    level = np.zeros(leaves, dtype=np.float64)
+    level[:len(weights)] = weights
+    levels = [level]
+    while len(level) > 1:
+        level = level[0::2] + level[1::2]
+        levels.append(level)
+    return levels
+
+
+def descend(levels: List[np.ndarray], target: float) -> int:
+    """The walk of docs/replay.md: left if target < l; else right with target - l
+    when the right sum is positive; else left. Returns the leaf (slot)."""
+    i = 0
+    for children in reversed(levels[:-1]):
+        left, right = float(children[2 * i]), float(children[2 * i + 1])
+        if target < left:
+            i = 2 * i
+        elif right > 0:
+            target -= left
+            i = 2 * i + 1
+        else:
+            i = 2 * i
+    return i
+
+
 class ReferenceReplay:
     def __init__(self, capacity: int, frame_shape: Sequence[int], frame_stack: int,
                  action_shape: Sequence[int] = (), action_dtype=torch.float32,
@@ -223,19 +255,17 @@ class ReferenceReplay:
         valid = self.valid_slots()
         self._check_sample(batch_size, valid)
         w = self.slot_weights()
-        c = np.cumsum(w)                       # sequential inclusive scan in double
-        positive = np.nonzero(w > 0)[0]
+        levels = sum_tree(w)                   # rebuilt from scratch on every call
+        total = levels[-1][0]
+        positive = w[w > 0]
         assert len(positive), "every valid transition has priority 0"
-        last_positive = int(positive[-1])
-        q_min = float(w[positive].min())
+        q_min = float(positive.min())
         slots, weights = [], []
         for b in range(batch_size):
             r = sample_block(self.seed, self.calls, b, 0)
             u = (b + unit(r[0])) / batch_size
-            target = u * c[-1]
-            i = int(np.searchsorted(c, target, side="right"))   # first i with c[i] > target
-            if i >= self.capacity or w[i] <= 0:
-                i = last_positive
+            i = descend(levels, u * total)
+            assert w[i] > 0, "the walk drew a zero weight"
             slots.append(i)
             weights.append((w[i] / q_min) ** (-self.beta))
         return slots, weights

@@ -1,0 +1,235 @@
+// The prioritized sampler's sum tree (replay/proportional_tree.h,
+// replay/proportional.h): incremental updates equal a rebuild from scratch bit
+// for bit, a draw reads 2 nodes per level and an update touches only the
+// updated leaves' ancestors (and their children), and the walk's edge cases
+// (a target on a boundary, on or past the total, zero weights, padding).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "replay/proportional.h"
+#include "replay/proportional_tree.h"
+
+namespace obsaug {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// An owning tree on the host, every weight 0 (as the ReplayBuffer allocates it).
+struct HostTree {
+  explicit HostTree(int64_t capacity)
+      : capacity(capacity),
+        leaves(tree::leaf_count(capacity)),
+        sum(static_cast<size_t>(2 * leaves), 0.0),
+        min(static_cast<size_t>(2 * leaves), kInf) {}
+  tree::TreeView view() { return {sum.data(), min.data(), leaves}; }
+  // Sets the given slots' weights (sorted, distinct) through the sampler's update.
+  void assign(const std::vector<int64_t>& slots, const std::vector<double>& weights) {
+    proportional_assign_host(view(), slots.data(), weights.data(),
+                             static_cast<int64_t>(slots.size()));
+  }
+  int64_t capacity, leaves;
+  std::vector<double> sum, min;
+};
+
+// The naive reference: the tree built bottom-up from every leaf's weight.
+HostTree rebuilt(int64_t capacity, const std::vector<double>& weights) {
+  HostTree t(capacity);
+  for (int64_t s = 0; s < capacity; ++s) tree::set_leaf(t.view(), s, weights[s]);
+  for (int64_t node = t.leaves - 1; node >= 1; --node) tree::refresh_node(t.view(), node);
+  return t;
+}
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+// Reads of the sum array, counted.
+struct CountingSum {
+  const double* sum;
+  int64_t* reads;
+  double operator[](int64_t node) const {
+    ++*reads;
+    return sum[node];
+  }
+};
+
+TEST(ProportionalTree, LeafCountIsTheCapacityRoundedUpToAPowerOfTwo) {
+  EXPECT_EQ(tree::leaf_count(1), 1);
+  EXPECT_EQ(tree::leaf_count(2), 2);
+  EXPECT_EQ(tree::leaf_count(3), 4);
+  EXPECT_EQ(tree::leaf_count(1000), 1024);
+  EXPECT_EQ(tree::leaf_count(int64_t{1} << 23), int64_t{1} << 23);
+  EXPECT_EQ(tree::leaf_count((int64_t{1} << 23) + 1), int64_t{1} << 24);
+}
+
+TEST(ProportionalTree, RandomUpdatesEqualARebuildBitForBit) {
+  for (int64_t capacity : {1, 2, 7, 1000, 4096}) {
+    std::mt19937_64 rng(static_cast<uint64_t>(capacity));
+    HostTree t(capacity);
+    std::vector<double> weights(static_cast<size_t>(capacity), 0.0);
+    std::uniform_real_distribution<double> value(0.0, 3.0);
+    for (int round = 0; round < 300; ++round) {
+      // A batch of distinct sorted slots, some set to 0 (a slot turning invalid),
+      // others to arbitrary doubles whose sums round.
+      std::set<int64_t> chosen;
+      const int64_t k = 1 + static_cast<int64_t>(rng() % 64);
+      for (int64_t i = 0; i < k; ++i) chosen.insert(static_cast<int64_t>(rng() % capacity));
+      std::vector<int64_t> slots(chosen.begin(), chosen.end());
+      std::vector<double> w;
+      for (int64_t s : slots) {
+        const double v = rng() % 5 == 0 ? 0.0 : std::pow(value(rng), 0.6);
+        w.push_back(v);
+        weights[static_cast<size_t>(s)] = v;
+      }
+      t.assign(slots, w);
+    }
+    const HostTree want = rebuilt(capacity, weights);
+    EXPECT_TRUE(same_bits(t.sum, want.sum)) << "capacity " << capacity;
+    EXPECT_TRUE(same_bits(t.min, want.min)) << "capacity " << capacity;
+  }
+}
+
+TEST(ProportionalTree, ADrawReadsTwoNodesPerLevel) {
+  const int64_t capacity = 1000000;  // 2^20 leaves
+  HostTree t(capacity);
+  std::vector<int64_t> slots(capacity);
+  std::vector<double> w(capacity);
+  for (int64_t s = 0; s < capacity; ++s) {
+    slots[s] = s;
+    w[s] = 1.0 + static_cast<double>(s % 13);
+  }
+  t.assign(slots, w);
+  std::vector<int64_t> drawn(256);
+  proportional_draw_host(t.view(), 3, 9, 256, drawn.data());
+  for (int64_t b = 0; b < 256; ++b) {
+    int64_t reads = 0;
+    const double target = tree::stratified_target(3, 9, static_cast<uint32_t>(b), 256, t.sum[1]);
+    const int64_t slot = tree::descend(CountingSum{t.sum.data(), &reads}, t.leaves, target);
+    EXPECT_EQ(slot, drawn[b]);
+    EXPECT_EQ(reads, 2 * 20) << "draw " << b;
+  }
+}
+
+TEST(ProportionalTree, AnUpdateTouchesOnlyTheAncestorsOfItsLeaves) {
+  // Every node that is neither on an updated leaf's path to the root nor a
+  // child of one holds NaN: an update that read such a node would carry NaN
+  // into the root's sum, and one that wrote it would overwrite the NaN.
+  const int64_t capacity = 100000;
+  HostTree t(capacity);
+  std::vector<int64_t> all(capacity);
+  std::vector<double> w(capacity);
+  for (int64_t s = 0; s < capacity; ++s) {
+    all[s] = s;
+    w[s] = 0.5 + static_cast<double>(s % 7);
+  }
+  t.assign(all, w);
+  const std::vector<int64_t> slots{3, 4, 5000, 77777, 99999};
+  const std::vector<double> updated{2.0, 0.0, 9.5, 1e-3, 4.0};
+  std::set<int64_t> allowed;
+  for (int64_t s : slots) {
+    for (int64_t node = t.leaves + s; node >= 1; node /= 2) {
+      allowed.insert(node);
+      allowed.insert(node ^ 1);  // the sibling, read to recompute the parent
+    }
+  }
+  HostTree poisoned = t;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int64_t node = 1; node < 2 * t.leaves; ++node) {
+    if (!allowed.count(node)) poisoned.sum[node] = poisoned.min[node] = nan;
+  }
+  t.assign(slots, updated);
+  poisoned.assign(slots, updated);
+  for (int64_t node = 1; node < 2 * t.leaves; ++node) {
+    if (allowed.count(node)) {
+      ASSERT_EQ(std::memcmp(&poisoned.sum[node], &t.sum[node], sizeof(double)), 0) << node;
+      ASSERT_EQ(std::memcmp(&poisoned.min[node], &t.min[node], sizeof(double)), 0) << node;
+    } else {
+      ASSERT_TRUE(std::isnan(poisoned.sum[node]) && std::isnan(poisoned.min[node])) << node;
+    }
+  }
+  EXPECT_LE(allowed.size(), slots.size() * 2 * 18);
+}
+
+// Weights 1, 2, 0, 3, 0 (capacity 5, 8 leaves): prefix sums 1, 3, 3, 6, 6.
+HostTree small_tree() {
+  HostTree t(5);
+  t.assign({0, 1, 2, 3, 4}, {1.0, 2.0, 0.0, 3.0, 0.0});
+  return t;
+}
+
+TEST(ProportionalTree, TheWalkFindsTheFirstPrefixAboveTheTarget) {
+  HostTree t = small_tree();
+  ASSERT_EQ(t.sum[1], 6.0);
+  ASSERT_EQ(t.min[1], 1.0);
+  const auto draw = [&](double target) { return tree::descend(t.sum.data(), t.leaves, target); };
+  EXPECT_EQ(draw(0.0), 0);
+  EXPECT_EQ(draw(0.999), 0);
+  EXPECT_EQ(draw(1.0), 1);  // on a boundary: the first prefix strictly above it
+  EXPECT_EQ(draw(2.5), 1);
+  EXPECT_EQ(draw(3.0), 3);  // the zero weight of slot 2 is skipped
+  EXPECT_EQ(draw(5.999), 3);
+  EXPECT_EQ(draw(6.0), 3);    // on the total: the last positive weight
+  EXPECT_EQ(draw(1e300), 3);  // past it (padding and the zero of slot 4 never drawn)
+}
+
+TEST(ProportionalTree, TheWalkNeverDrawsAZeroWeight) {
+  // Integer weights (exact sums) with runs of zeros, and every target between
+  // 0 and past the total: the slot equals a left-to-right search, moved down
+  // to the last positive weight for a target on or past the total.
+  std::mt19937_64 rng(11);
+  for (int64_t capacity : {1, 3, 17, 100}) {
+    HostTree t(capacity);
+    std::vector<int64_t> slots(capacity);
+    std::vector<double> w(capacity);
+    for (int64_t s = 0; s < capacity; ++s) {
+      slots[s] = s;
+      w[s] = rng() % 3 == 0 ? 0.0 : static_cast<double>(rng() % 5);
+    }
+    w[0] = 1.0;
+    t.assign(slots, w);
+    int64_t last_positive = 0;
+    for (int64_t s = 0; s < capacity; ++s) {
+      if (w[s] > 0) last_positive = s;
+    }
+    for (double target = 0.0; target <= t.sum[1] + 2.0; target += 0.5) {
+      int64_t want = last_positive;
+      double prefix = 0.0;
+      for (int64_t s = 0; s < capacity; ++s) {
+        prefix += w[s];
+        if (prefix > target) {
+          want = s;
+          break;
+        }
+      }
+      EXPECT_EQ(tree::descend(t.sum.data(), t.leaves, target), want)
+          << "capacity " << capacity << " target " << target;
+    }
+  }
+}
+
+TEST(ProportionalTree, RoundingPastARightSubtreeLandsOnItsLastPositiveWeight) {
+  // Leaves 1, 2^-60, 0, 0: the left half sums to 1 (2^-60 is lost), so a
+  // target of 1 goes right with nothing there, and the walk keeps left.
+  HostTree t(4);
+  t.assign({0, 1}, {1.0, std::ldexp(1.0, -60)});
+  ASSERT_EQ(t.sum[1], 1.0);
+  EXPECT_EQ(tree::descend(t.sum.data(), t.leaves, 1.0), 1);
+  EXPECT_EQ(t.min[1], std::ldexp(1.0, -60));
+}
+
+TEST(ProportionalTree, AllZeroWeightsLeaveAZeroTotalAndNoSmallest) {
+  HostTree t = small_tree();
+  t.assign({0, 1, 3}, {0.0, 0.0, 0.0});
+  EXPECT_EQ(t.sum[1], 0.0);
+  EXPECT_EQ(t.min[1], kInf);
+}
+
+}  // namespace
+}  // namespace obsaug
