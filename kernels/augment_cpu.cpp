@@ -500,13 +500,13 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
       const int64_t frame = channel / p.frame_channels;
       const int32_t channel_in_frame = static_cast<int32_t>(channel % p.frame_channels);
       if (sample != drawn_sample) {
-        draw_pipeline(p, static_cast<uint32_t>(sample), 0, draws);
+        draw_pipeline(p, counter_sample(buf, sample), 0, draws);
         geometry.build(p, draws);  // geometry never depends on the frame
         drawn_sample = sample;
         drawn_frame = 0;
       }
       if (any_per_frame && frame != drawn_frame) {
-        draw_pipeline(p, static_cast<uint32_t>(sample), static_cast<uint32_t>(frame), draws);
+        draw_pipeline(p, counter_sample(buf, sample), static_cast<uint32_t>(frame), draws);
         drawn_frame = frame;
       }
       const In* in = input_plane(p, buf, plane);
