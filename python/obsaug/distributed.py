@@ -59,9 +59,14 @@ def _row_elements(t: torch.Tensor) -> int:
     return n
 
 
-def _byte_rows(t: torch.Tensor) -> torch.Tensor:
-    """`t` [K, ...] as uint8 rows [K, bytes per row] (a view when contiguous)."""
-    return t.contiguous().reshape(t.shape[0], _row_elements(t)).view(torch.uint8)
+def _padded(size: int) -> int:
+    """`size` bytes rounded up to a multiple of 8."""
+    return (size + 7) // 8 * 8
+
+
+def _flat_bytes(t: torch.Tensor) -> torch.Tensor:
+    """`t`'s elements as flat uint8 (a view when contiguous)."""
+    return t.contiguous().reshape(-1).view(torch.uint8)
 
 
 class ShardedReplayBuffer:
@@ -110,14 +115,14 @@ class ShardedReplayBuffer:
         dist.all_gather(out, mine, group=self.group)
         return torch.stack(out).cpu()
 
-    def _all_to_all_rows(self, send: torch.Tensor, send_rows: List[int],
-                         recv_rows: List[int]) -> torch.Tensor:
-        """Rows [K, width] of `send`, send_rows[r] to rank r in rank order; returns
-        the rows received, recv_rows[r] from rank r, in rank order."""
-        recv = send.new_empty((sum(recv_rows), send.shape[1]))
-        others = sum(n for r, n in enumerate(send_rows) if r != self.rank)
-        self.bytes_sent += others * send.shape[1] * send.element_size()
-        dist.all_to_all_single(recv, send, recv_rows, send_rows, group=self.group)
+    def _all_to_all(self, send: torch.Tensor, send_sizes: List[int],
+                    recv_sizes: List[int]) -> torch.Tensor:
+        """send_sizes[r] rows (dim 0) of `send` to rank r, in rank order; returns the
+        rows received, recv_sizes[r] from rank r, in rank order."""
+        recv = send.new_empty((sum(recv_sizes), *send.shape[1:]))
+        row_bytes = send.element_size() * _row_elements(send)
+        self.bytes_sent += row_bytes * sum(n for r, n in enumerate(send_sizes) if r != self.rank)
+        dist.all_to_all_single(recv, send, recv_sizes, send_sizes, group=self.group)
         return recv
 
     # --- adding: this rank's shard ------------------------------------------------
@@ -188,14 +193,12 @@ class ShardedReplayBuffer:
                                   prioritized)
             owners.append(torch.tensor(o, dtype=torch.int64))
             targets.append(torch.tensor(t, dtype=torch.float64))
-        rows = self._serve(native, column, owners, targets, batch_size, call, mass,
-                           share_augmentation)
-        send_rows = [int((owners[r] == self.rank).sum()) for r in range(self.world_size)]
-        recv_rows = [int((owners[self.rank] == o).sum()) for o in range(self.world_size)]
-        received = self._all_to_all_rows(rows["packed"], send_rows, recv_rows)
-        # rows arrive grouped by owner, each owner's in b order
-        order = torch.sort(owners[self.rank], stable=True).indices
-        out = self._unpack(received, rows["layout"], order.to(received.device))
+        send, send_bytes, layout = self._serve(native, column, owners, targets, batch_size,
+                                               call, mass, share_augmentation)
+        mine = [torch.nonzero(owners[self.rank] == o).flatten() for o in range(self.world_size)]
+        row_bytes = sum(width for _, _, _, width in layout)
+        received = self._all_to_all(send, send_bytes, [_padded(len(p) * row_bytes) for p in mine])
+        out = self._unpack(received, layout, mine, batch_size)
         if prioritized:
             q_min = min(s for s, t in zip(_from_bits(column["smallest"]).tolist(), mass) if t > 0)
             out["weights"] = (out.pop("weight") / q_min).pow(-b_exp).to(torch.float32)
@@ -222,10 +225,14 @@ class ShardedReplayBuffer:
 
     def _serve(self, native: Optional[Any], column: Dict[str, torch.Tensor],
                owners: List[torch.Tensor], targets: List[torch.Tensor], batch_size: int,
-               call: int, mass: List[float], share: bool) -> Dict[str, Any]:
+               call: int, mass: List[float],
+               share: bool) -> Tuple[torch.Tensor, List[int], List[Tuple[str, torch.dtype,
+                                                                         tuple, int]]]:
         """This rank's part as owner: the rows of every draw it owns, gathered
-        and augmented with each requester's seed and step, packed in requester
-        order (each requester's in b order)."""
+        and augmented with each requester's seed and step. Returns the bytes to
+        send (requester r's segment holds, field after field, its rows in b
+        order), each segment's size, and the fields' (name, dtype, row shape,
+        bytes per row)."""
         local = self.local._native
         mine = [torch.nonzero(owners[r] == self.rank).flatten() for r in range(self.world_size)]
         ids = torch.cat([r * batch_size + b for r, b in enumerate(mine)])
@@ -258,28 +265,48 @@ class ShardedReplayBuffer:
                                                      step=0))
                 next_parts.append(_ops.gather_augment(storage, next_index[part], ops=[], seed=0,
                                                       step=0))
-        obs, next_obs = torch.cat(obs_parts), torch.cat(next_parts)
         index = torch.tensor(slots, dtype=torch.int64) + self.rank * self.local.capacity
-        fields = [("obs", obs), ("next_obs", next_obs), ("action", rows["action"].to(device)),
-                  ("reward", rows["reward"].to(device)), ("discount", rows["discount"].to(device)),
-                  ("indices", index.to(device)), ("weight", rows["weight"].to(device))]
-        layout = [(name, t.dtype, tuple(t.shape[1:]), _row_elements(t) * t.element_size())
-                  for name, t in fields]
-        packed = torch.cat([_byte_rows(t) for _, t in fields], dim=1)
-        return {"packed": packed, "layout": layout}
+        fields = [("obs", obs_parts), ("next_obs", next_parts)]
+        for name, t in (("action", rows["action"]), ("reward", rows["reward"]),
+                        ("discount", rows["discount"]), ("indices", index),
+                        ("weight", rows["weight"])):
+            fields.append((name, list(torch.split(t.to(device), [len(b) for b in mine]))))
+        # widest elements first and segments padded to 8 bytes: every field lands aligned
+        fields.sort(key=lambda field: -field[1][0].element_size())
+        layout = [(name, parts[0].dtype, tuple(parts[0].shape[1:]),
+                   _row_elements(parts[0]) * parts[0].element_size()) for name, parts in fields]
+        segments, send_bytes = [], []
+        for r in range(self.world_size):
+            size = sum(parts[r].numel() * parts[r].element_size() for _, parts in fields)
+            segments += [_flat_bytes(parts[r]) for _, parts in fields]
+            segments.append(torch.zeros(_padded(size) - size, dtype=torch.uint8, device=device))
+            send_bytes.append(_padded(size))
+        return torch.cat(segments), send_bytes, layout
 
     @staticmethod
     def _unpack(received: torch.Tensor, layout: List[Tuple[str, torch.dtype, tuple, int]],
-                order: torch.Tensor) -> Dict[str, torch.Tensor]:
-        """The packed rows back into tensors, row j of `received` at position order[j]."""
-        out: Dict[str, torch.Tensor] = {}
-        inverse = torch.empty_like(order)
-        inverse[order] = torch.arange(len(order), device=order.device)
-        column = 0
-        for name, dtype, shape, width in layout:
-            part = received[:, column:column + width]
-            column += width
-            out[name] = part.index_select(0, inverse).view(dtype).reshape(len(order), *shape)
+                positions: List[torch.Tensor], batch_size: int) -> Dict[str, torch.Tensor]:
+        """The owners' segments (in rank order, see _serve) back into tensors: owner
+        o's rows go to the draws positions[o]."""
+        out = {name: received.new_empty((batch_size, *shape), dtype=dtype)
+               for name, dtype, shape, _ in layout}
+        offset = 0
+        for pos in positions:
+            k = len(pos)
+            end = offset + _padded(k * sum(width for _, _, _, width in layout))
+            for name, dtype, shape, width in layout:
+                part = received[offset:offset + k * width]
+                offset += k * width
+                if k == 0:
+                    continue
+                rows = part.view(dtype).reshape(k, *shape)
+                if received.is_cuda or width < 4096:
+                    out[name].index_copy_(0, pos.to(received.device), rows)
+                else:  # a memcpy per frame stack: CPU index_copy_ goes element by element
+                    target = out[name]
+                    for j, b in enumerate(pos.tolist()):
+                        target[b].copy_(rows[j])
+            offset = end
         return out
 
     # --- priorities ----------------------------------------------------------------
@@ -326,7 +353,7 @@ class ShardedReplayBuffer:
         order = torch.sort(owner, stable=True).indices
         send = torch.stack([idx[order] % self.local.capacity,
                             pri[order].view(torch.int64)], dim=1).to(device)
-        received = self._all_to_all_rows(send, counts, got_list).cpu()
+        received = self._all_to_all(send, counts, got_list).cpu()
         self.local.update_priorities(received[:, 0], received[:, 1].contiguous()
                                      .view(torch.float64))
 
