@@ -14,7 +14,8 @@ the owners gathering and augmenting, one all_gather + one all_to_all. Rank 0
 prints the medians (the slowest rank's median per method), the ratio, and the
 bytes each rank sent to the others per sampled transition, next to the
 augmented obs + next_obs bytes of one transition (the payload; the rest is
-the row's action, reward, discount, index and weight).
+the row's action, reward, discount, index and weight), and the floor: one
+bare all_to_all_single of the batch's augmented bytes, split evenly.
 """
 from __future__ import annotations
 
@@ -53,9 +54,9 @@ def launch(args: argparse.Namespace) -> int:
         if n == args.ranks[0]:
             print(f"command: {' '.join(sys.argv)}\ntorch threads per rank: "
                   f"{env['OMP_NUM_THREADS']}, cpus: {os.cpu_count()}\n")
-            print("| ranks | local sample ms | sharded sample ms | ratio | bytes sent per "
-                  "transition | augmented obs + next_obs bytes |")
-            print("|---|---|---|---|---|---|")
+            print("| ranks | local sample ms | sharded sample ms | ratio | bare all_to_all ms "
+                  "| bytes sent per transition | augmented obs + next_obs bytes |")
+            print("|---|---|---|---|---|---|---|")
         print("\n".join(lines), flush=True)
     return status
 
@@ -98,15 +99,26 @@ def worker(args: argparse.Namespace) -> int:
         sharded_ms.append((time.perf_counter() - t0) * 1e3)
     per_transition = (rb.bytes_sent - sent_before) / (args.rounds * args.batch)
     payload = (batch["obs"][0].nbytes + batch["next_obs"][0].nbytes)
+    # the floor: one bare all_to_all_single of as many bytes, split evenly
+    chunk = args.batch * payload // world
+    send, recv = (torch.ones(chunk * world, dtype=torch.uint8),
+                  torch.empty(chunk * world, dtype=torch.uint8))
+    bare_ms = []
+    for _ in range(args.rounds):
+        dist.barrier()
+        t0 = time.perf_counter()
+        dist.all_to_all_single(recv, send)
+        bare_ms.append((time.perf_counter() - t0) * 1e3)
     mine = torch.tensor([statistics.median(local_ms), statistics.median(sharded_ms),
-                         per_transition], dtype=torch.float64)
+                         per_transition, statistics.median(bare_ms)], dtype=torch.float64)
     every = [torch.empty_like(mine) for _ in range(world)]
     dist.all_gather(every, mine)
     if rank == 0:
         local = max(float(t[0]) for t in every)
         sharded = max(float(t[1]) for t in every)
         sent = statistics.mean(float(t[2]) for t in every)
-        print(f"| {world} | {local:.2f} | {sharded:.2f} | {sharded / local:.2f} | "
+        bare = max(float(t[3]) for t in every)
+        print(f"| {world} | {local:.2f} | {sharded:.2f} | {sharded / local:.2f} | {bare:.2f} | "
               f"{sent:.0f} | {payload} |", flush=True)
     engine.close()
     dist.destroy_process_group()
