@@ -19,7 +19,6 @@ pure function of the buffer seed, the call and the draw id b_global = rank * B
 """
 from __future__ import annotations
 
-import datetime
 import hashlib
 import os
 import re
