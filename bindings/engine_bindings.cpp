@@ -127,6 +127,13 @@ void bind_engine(py::module& m) {
            py::call_guard<py::gil_scoped_release>())
       .def("augment_", &Engine::augment_, py::arg("obs"), py::arg("step") = py::none(),
            py::call_guard<py::gil_scoped_release>())
+      .def("gather_augment", &Engine::gather_augment, py::arg("storage"), py::arg("indices"),
+           py::arg("step") = py::none(), py::arg("check_indices") = true,
+           py::call_guard<py::gil_scoped_release>())
+      .def("gather_augment_for", &Engine::gather_augment_for, py::arg("storage"),
+           py::arg("indices"), py::arg("seed"), py::arg("step"), py::arg("sample_ids"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("reserve_steps", &Engine::reserve_steps, py::arg("count"))
       .def_property_readonly("step", &Engine::step)
       .def("config_dict", [](const Engine& e) { return config_dict(e.config()); })
       .def("config_yaml", [](const Engine& e) { return describe(e.config()); })

@@ -141,7 +141,44 @@ void bind_replay(py::module& m) {
       .def_property_readonly("num_valid", &ReplayBuffer::num_valid)
       .def_property_readonly("total_frames", &ReplayBuffer::total_frames)
       .def_property_readonly("sample_calls", &ReplayBuffer::sample_calls)
-      .def_property_readonly("storage", &ReplayBuffer::storage);
+      .def_property_readonly("storage", &ReplayBuffer::storage)
+      // obsaug.distributed.ShardedReplayBuffer's pieces (docs/distributed.md)
+      .def("uniform_slots_for", &ReplayBuffer::uniform_slots_for, py::arg("call"),
+           py::arg("draw_ids"), py::call_guard<py::gil_scoped_release>())
+      .def("priority_slots_for", &ReplayBuffer::priority_slots_for, py::arg("fractions"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("priority_summary",
+           [](const ReplayBuffer& rb) {
+             const PrioritySummary p = rb.priority_summary();
+             return std::make_tuple(p.total, p.smallest);
+           })
+      .def(
+          "rows_at",
+          [](const ReplayBuffer& rb, const std::vector<int64_t>& slots) {
+            TransitionRows r;
+            {
+              py::gil_scoped_release release;
+              r = rb.rows_at(slots);
+            }
+            return py::dict("obs_index"_a = r.obs_index, "next_index"_a = r.next_index,
+                            "action"_a = r.action, "reward"_a = r.reward, "discount"_a = r.discount,
+                            "weight"_a = r.weight);
+          },
+          py::arg("slots"))
+      .def("count_sample_call", &ReplayBuffer::count_sample_call);
+
+  m.def(
+      "shard_draws",
+      [](uint64_t seed, uint64_t call, int64_t first_id, int64_t batch,
+         const std::vector<double>& shard_mass, bool prioritized) {
+        std::vector<int32_t> owner(static_cast<size_t>(batch));
+        std::vector<double> target(static_cast<size_t>(batch));
+        shard_draws(seed, call, first_id, batch, shard_mass, prioritized, owner.data(),
+                    target.data());
+        return std::make_tuple(owner, target);
+      },
+      py::arg("seed"), py::arg("call"), py::arg("first_id"), py::arg("batch"),
+      py::arg("shard_mass"), py::arg("prioritized"));
 }
 
 }  // namespace obsaug::python

@@ -29,10 +29,11 @@ void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
 at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                           const std::optional<at::Tensor>& pool, const std::string& pipeline,
                           int64_t seed, int64_t step, std::optional<at::ScalarType> out_dtype,
-                          double scale, double bias) {
+                          double scale, double bias, const std::optional<at::Tensor>& sample_ids) {
   return ops::gather_augment(storage, indices, pool, parse_pipeline(pipeline),
                              static_cast<uint64_t>(seed), static_cast<uint64_t>(step),
-                             ops::OutputOptions{out_dtype, scale, bias});
+                             ops::OutputOptions{out_dtype, scale, bias}, /*check_indices=*/true,
+                             sample_ids);
 }
 
 at::Tensor shift(const at::Tensor& obs, int64_t seed, int64_t step, int64_t pad,
@@ -145,7 +146,8 @@ TORCH_LIBRARY(obsaug, m) {
       "ScalarType? out_dtype=None, float scale=1.0, float bias=0.0) -> Tensor");
   m.def(
       "gather_augment(Tensor storage, Tensor indices, Tensor? pool, str pipeline, int seed, "
-      "int step, ScalarType? out_dtype=None, float scale=1.0, float bias=0.0) -> Tensor");
+      "int step, ScalarType? out_dtype=None, float scale=1.0, float bias=0.0, "
+      "Tensor? sample_ids=None) -> Tensor");
   m.def("augment_(Tensor(a!) obs, Tensor? pool, str pipeline, int seed, int step) -> ()");
   m.def(
       "shift(Tensor obs, int seed, int step, int pad=4, str padding=\"replicate\", "

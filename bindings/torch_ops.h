@@ -25,7 +25,7 @@ void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
 at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                           const std::optional<at::Tensor>& pool, const std::string& pipeline,
                           int64_t seed, int64_t step, std::optional<at::ScalarType> out_dtype,
-                          double scale, double bias);
+                          double scale, double bias, const std::optional<at::Tensor>& sample_ids);
 at::Tensor shift(const at::Tensor& obs, int64_t seed, int64_t step, int64_t pad,
                  const std::string& padding, int64_t op_index);
 at::Tensor crop(const at::Tensor& obs, int64_t seed, int64_t step, at::IntArrayRef size,

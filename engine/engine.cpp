@@ -269,6 +269,19 @@ at::Tensor Engine::gather_augment(const at::Tensor& storage, const at::Tensor& i
   });
 }
 
+at::Tensor Engine::gather_augment_for(const at::Tensor& storage, const at::Tensor& indices,
+                                      uint64_t seed, uint64_t step, const at::Tensor& sample_ids) {
+  if (!impl_) throw std::logic_error("engine is closed");
+  Impl& d = *impl_;
+  d.check_open();
+  d.check_storage(storage, indices);
+  ops::check_gather_indices(storage, indices);
+  return d.call(indices.size(0), step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
+    return ops::gather_augment(storage, indices, pool, d.config.pipeline, seed, s, d.output(),
+                               /*check_indices=*/false, sample_ids);
+  });
+}
+
 uint64_t Engine::reserve_steps(uint64_t count) {
   if (!impl_) throw std::logic_error("engine is closed");
   return impl_->step.fetch_add(count);

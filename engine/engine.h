@@ -104,6 +104,13 @@ class Engine {
   at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                             std::optional<uint64_t> step = std::nullopt, bool check_indices = true);
 
+  // gather_augment for another rank's draws (obsaug.distributed): the
+  // requester's Philox key `seed` and `step` (the counter is not advanced),
+  // row b drawn as sample sample_ids[b] (ops::gather_augment), this engine's
+  // pool and output options.
+  at::Tensor gather_augment_for(const at::Tensor& storage, const at::Tensor& indices, uint64_t seed,
+                                uint64_t step, const at::Tensor& sample_ids);
+
   // Takes `count` consecutive steps from the counter; returns the first.
   uint64_t reserve_steps(uint64_t count);
 

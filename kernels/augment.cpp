@@ -89,7 +89,8 @@ at::ScalarType output_dtype(const at::Tensor& obs, const OutputOptions& output) 
 
 template <typename In, typename Out>
 void run(const PipelineDesc& desc, const at::Tensor& in, const at::Tensor& out,
-         const at::Tensor* pool, const OutputOptions& output, const at::Tensor* frame_index) {
+         const at::Tensor* pool, const OutputOptions& output, const at::Tensor* frame_index,
+         const at::Tensor* sample_id) {
   AugmentBuffers<In, Out> buffers{in.data_ptr<In>(),
                                   out.data_ptr<Out>(),
                                   pool ? pool->data_ptr<uint8_t>() : nullptr,
@@ -98,6 +99,7 @@ void run(const PipelineDesc& desc, const at::Tensor& in, const at::Tensor& out,
                                   static_cast<float>(output.scale),
                                   static_cast<float>(output.bias),
                                   frame_index ? frame_index->data_ptr<int64_t>() : nullptr};
+  if (sample_id != nullptr) buffers.sample_id = sample_id->data_ptr<int64_t>();
   if (in.device().is_cpu()) {
     augment_cpu(desc, buffers);
     return;
@@ -131,14 +133,14 @@ void run(const PipelineDesc& desc, const at::Tensor& in, const at::Tensor& out,
 // `frame_index` ([B, S] int64), `in` is a frame storage to gather from.
 void dispatch(const PipelineDesc& desc, const at::Tensor& in, const at::Tensor& out,
               const at::Tensor* pool, const OutputOptions& output,
-              const at::Tensor* frame_index = nullptr) {
+              const at::Tensor* frame_index = nullptr, const at::Tensor* sample_id = nullptr) {
   if (out.numel() == 0) return;
   if (in.scalar_type() == at::kByte && out.scalar_type() == at::kByte) {
-    run<uint8_t, uint8_t>(desc, in, out, pool, output, frame_index);
+    run<uint8_t, uint8_t>(desc, in, out, pool, output, frame_index, sample_id);
   } else if (in.scalar_type() == at::kByte) {
-    run<uint8_t, float>(desc, in, out, pool, output, frame_index);
+    run<uint8_t, float>(desc, in, out, pool, output, frame_index, sample_id);
   } else {
-    run<float, float>(desc, in, out, pool, output, frame_index);
+    run<float, float>(desc, in, out, pool, output, frame_index, sample_id);
   }
 }
 
@@ -185,6 +187,38 @@ void check_index_layout(const at::Tensor& storage, const at::Tensor& indices) {
   TORCH_CHECK_VALUE(indices.size(1) >= 1 || indices.size(0) == 0,
                     "indices must have at least one frame per sample (S >= 1), got ",
                     describe(indices));
+}
+
+// sample_ids of gather_augment: int64 [B] on storage's device, each < 2^32
+// (the counter's b word); returned contiguous.
+at::Tensor checked_sample_ids(const at::Tensor& storage, const at::Tensor& sample_ids,
+                              int64_t batch) {
+  TORCH_CHECK_TYPE(sample_ids.scalar_type() == at::kLong,
+                   "sample_ids must be int64 [B] (one counter word per sample), got ",
+                   describe(sample_ids));
+  TORCH_CHECK_VALUE(sample_ids.dim() == 1 && sample_ids.size(0) == batch,
+                    "sample_ids must be int64 [B] with B = ", batch,
+                    " (one per row of indices), got ", describe(sample_ids));
+  TORCH_CHECK_VALUE(sample_ids.device() == storage.device(),
+                    "sample_ids must be on storage's device ", storage.device(), ", got ",
+                    sample_ids.device());
+  const at::Tensor ids = sample_ids.contiguous();
+  if (batch == 0) return ids;
+  int64_t lo = 0;
+  int64_t hi = 0;
+  if (ids.device().is_cpu()) {
+    const int64_t* v = ids.data_ptr<int64_t>();
+    lo = *std::min_element(v, v + batch);
+    hi = *std::max_element(v, v + batch);
+  } else {  // one synchronisation, as for indices
+    lo = ids.min().item<int64_t>();
+    hi = ids.max().item<int64_t>();
+  }
+  TORCH_CHECK_VALUE(lo >= 0 && hi < (int64_t{1} << 32),
+                    "sample_ids must lie in [0, 2^32) (the Philox counter's sample word), got "
+                    "values in [",
+                    lo, ", ", hi, "]");
+  return ids;
 }
 
 }  // namespace
@@ -271,7 +305,7 @@ void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
 at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                           const std::optional<at::Tensor>& pool, const Pipeline& pipeline,
                           uint64_t seed, uint64_t step, const OutputOptions& output,
-                          bool check_indices) {
+                          bool check_indices, const std::optional<at::Tensor>& sample_ids) {
   TORCH_CHECK_VALUE(storage.defined(), "storage must be a tensor [N, C, H, W], got None");
   TORCH_CHECK_TYPE(storage.scalar_type() == at::kByte || storage.scalar_type() == at::kFloat,
                    "storage must be uint8 or float32 frames [N, C, H, W], got ", describe(storage));
@@ -286,6 +320,10 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
     check_index_layout(storage, indices);
   }
   const at::Tensor index = indices.contiguous();
+  std::optional<at::Tensor> ids;
+  if (sample_ids.has_value() && sample_ids->defined()) {
+    ids = checked_sample_ids(storage, *sample_ids, indices.size(0));
+  }
   const int64_t channels = storage.size(1);
   TORCH_CHECK_VALUE(channels >= 1, "storage frames need at least one channel, got ",
                     describe(storage));
@@ -306,7 +344,8 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
       storage.options().dtype(dtype));
   if (out.numel() == 0) return out;
   const at::Tensor source = storage.contiguous();
-  dispatch(prepared.desc, source, out, prepared.pool ? &*prepared.pool : nullptr, output, &index);
+  dispatch(prepared.desc, source, out, prepared.pool ? &*prepared.pool : nullptr, output, &index,
+           ids ? &*ids : nullptr);
   return out;
 }
 

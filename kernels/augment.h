@@ -39,11 +39,15 @@ void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
 // the result equals augment(storage[indices].reshape(B, S*C, H, W), ...).
 // With check_indices (the default) every index is checked to lie in [0, N),
 // which synchronises once on CUDA; callers that made the indices themselves
-// may skip it.
+// may skip it. With sample_ids (int64 [B], each in [0, 2^32), on storage's
+// device; checked, which synchronises once on CUDA), row b draws its
+// parameters as sample sample_ids[b] instead of b, so rows gathered on
+// another rank equal the requester's own rows (obsaug.distributed).
 at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                           const std::optional<at::Tensor>& pool, const Pipeline& pipeline,
                           uint64_t seed, uint64_t step, const OutputOptions& output = {},
-                          bool check_indices = true);
+                          bool check_indices = true,
+                          const std::optional<at::Tensor>& sample_ids = std::nullopt);
 
 // gather_augment's checks of `indices` against `storage` (dtype, shape,
 // device, every value in [0, N)), for callers that validate before they

@@ -817,13 +817,13 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
       const int64_t frame = channel / p.frame_channels;
       const int32_t first_channel = static_cast<int32_t>(channel % p.frame_channels);
       if (sample != drawn_sample) {
-        draw_pipeline(p, static_cast<uint32_t>(sample), 0, draws);
+        draw_pipeline(p, counter_sample(buf, sample), 0, draws);
         geometry.build(p, draws, sizeof(In));  // geometry never depends on the frame
         drawn_sample = sample;
         drawn_frame = 0;
       }
       if (any_per_frame && frame != drawn_frame) {
-        draw_pipeline(p, static_cast<uint32_t>(sample), static_cast<uint32_t>(frame), draws);
+        draw_pipeline(p, counter_sample(buf, sample), static_cast<uint32_t>(frame), draws);
         drawn_frame = frame;
       }
       for (int64_t c = 0; c < group; ++c) {

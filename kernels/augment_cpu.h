@@ -27,7 +27,16 @@ struct AugmentBuffers {
   float bias;
   const int64_t* frame_index = nullptr;  // [batch, S] storage frames, or null
   void* scratch = nullptr;  // CUDA per-frame path: cuda_scratch_bytes() of device memory
+  // [batch] counter words, each < 2^32, or null: output row b then draws as
+  // sample sample_id[b] (another rank's draws, obsaug.distributed).
+  const int64_t* sample_id = nullptr;
 };
+
+// The counter word b (DESIGN.md section 3) of output row `row`.
+template <typename In, typename Out>
+OBSAUG_HD uint32_t counter_sample(const AugmentBuffers<In, Out>& buf, int64_t row) {
+  return static_cast<uint32_t>(buf.sample_id == nullptr ? row : buf.sample_id[row]);
+}
 
 // The input plane `plane` (= sample * channels + channel) reads, contiguous
 // in_h x in_w.

@@ -37,11 +37,12 @@ void augment_cpu_frames(const PipelineDesc& p, const AugmentBuffers<In, Out>& bu
       const uint32_t frame = static_cast<uint32_t>(unit % work.stack);
       const int64_t first_plane = static_cast<int64_t>(sample) * buf.channels +
                                   static_cast<int64_t>(frame) * work.frame_channels;
-      draw_pipeline(p, sample, frame, draws);
+      draw_pipeline(p, counter_sample(buf, sample), frame, draws);
       if (weights_sample != sample) {  // the same weights for every frame of a sample
         for (int k = 0; k < p.n_ops; ++k)
           if (p.ops[k].kind == OpKind::kRandomConv)
-            draw_conv_weights(p, p.ops[k], sample, weights.data() + k * kConvWeights);
+            draw_conv_weights(p, p.ops[k], counter_sample(buf, sample),
+                              weights.data() + k * kConvWeights);
         weights_sample = sample;
       }
       FrameView<In> src{input_plane(p, buf, first_plane), work.in_plane, p.in_h, p.in_w};

@@ -113,7 +113,8 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t channel = plane % buf.channels;
     const int32_t channel_in_frame = static_cast<int32_t>(channel % p.frame_channels);
     if (threadIdx.x == 0) {
-      draw_pipeline(p, sample, static_cast<uint32_t>(channel / p.frame_channels), draws);
+      draw_pipeline(p, counter_sample(buf, sample),
+                    static_cast<uint32_t>(channel / p.frame_channels), draws);
     }
     __syncthreads();
     if (layout.traces_bytes > 0) {
@@ -209,10 +210,11 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t first_plane = static_cast<int64_t>(sample) * buf.channels +
                                 static_cast<int64_t>(frame) * work.frame_channels;
     if (threadIdx.x == 0) {
-      draw_pipeline(p, sample, frame, draws);
+      draw_pipeline(p, counter_sample(buf, sample), frame, draws);
       for (int k = 0; k < p.n_ops; ++k)
         if (p.ops[k].kind == OpKind::kRandomConv)
-          draw_conv_weights(p, p.ops[k], sample, conv_weights + k * kConvWeights);
+          draw_conv_weights(p, p.ops[k], counter_sample(buf, sample),
+                            conv_weights + k * kConvWeights);
     }
     FrameView<In> src{input_plane(p, buf, first_plane), work.in_plane, p.in_h, p.in_w};
     if (work.in_place && p.n_segments == 1) {  // the only segment writes what it reads

@@ -37,6 +37,10 @@ constexpr int64_t kMaxBatch = int64_t{1} << 32;  // draws per sample call (Philo
 // validity flag, and the batch-building scratch.
 constexpr int64_t kHostBytesPerSlot = 32;
 
+constexpr const char* kAllZeroPriorities =
+    "every valid transition has priority 0, so none can be drawn; give some a positive "
+    "priority with update_priorities";
+
 [[noreturn]] void bad(const std::string& where, const std::string& what) {
   throw std::invalid_argument("ReplayBuffer." + where + ": " + what);
 }
@@ -366,14 +370,23 @@ struct ReplayBuffer::Impl {
   // --- sampling -------------------------------------------------------------
 
   std::vector<int64_t> uniform_slots(int64_t batch) const {
+    std::vector<int64_t> ids(static_cast<size_t>(batch));
+    for (int64_t b = 0; b < batch; ++b) ids[static_cast<size_t>(b)] = b;
+    return uniform_slots_for(calls, ids);
+  }
+
+  // Draw ids[i] of call `call` by the uniform rule (docs/replay.md).
+  std::vector<int64_t> uniform_slots_for(uint64_t call, const std::vector<int64_t>& ids) const {
+    const int64_t batch = static_cast<int64_t>(ids.size());
     std::vector<int64_t> out(static_cast<size_t>(batch));
     const uint32_t size = static_cast<uint32_t>(ring.size());
     std::vector<int64_t> valid_slots;  // built only when rejection fails
     for (int64_t b = 0; b < batch; ++b) {
       int64_t chosen = -1;
       Philox4 r{};
+      const uint32_t id = static_cast<uint32_t>(ids[static_cast<size_t>(b)]);
       for (uint32_t attempt = 0; attempt < kUniformAttempts && chosen < 0; ++attempt) {
-        r = tree::replay_block(o.seed, calls, static_cast<uint32_t>(b), attempt);
+        r = tree::replay_block(o.seed, call, id, attempt);
         const int64_t slot = static_cast<int64_t>(below(r.v[0], size));
         if (ring.valid(slot)) chosen = slot;
       }
@@ -423,17 +436,67 @@ struct ReplayBuffer::Impl {
 #endif
     }
     const double smallest = drawn[static_cast<size_t>(batch)];
-    if (!(drawn[static_cast<size_t>(batch) + 1] > 0.0)) {
-      bad("sample",
-          "every valid transition has priority 0, so none can be drawn; give some "
-          "a positive priority with update_priorities");
-    }
+    if (!(drawn[static_cast<size_t>(batch) + 1] > 0.0)) bad("sample", kAllZeroPriorities);
     weights->resize(static_cast<size_t>(batch));
     for (int64_t b = 0; b < batch; ++b) {
       (*weights)[static_cast<size_t>(b)] =
           static_cast<float>(std::pow(drawn[static_cast<size_t>(b)] / smallest, -beta));
     }
     return slots;
+  }
+
+  // The sum and min trees readable on the host: the buffer's own on the CPU,
+  // a copy of a CUDA buffer's (O(capacity), for draws made elsewhere).
+  struct HostTree {
+    at::Tensor sum, min;
+    tree::TreeView view;
+  };
+  HostTree host_tree() const {
+    HostTree h;
+    h.sum = tree_sum.to(at::kCPU);  // the same tensor on the CPU
+    h.min = tree_min.to(at::kCPU);
+    h.view = {h.sum.data_ptr<double>(), h.min.data_ptr<double>(), leaves};
+    return h;
+  }
+
+  // Slots at `fractions` (in [0, 1) of the total weight): the tree's descent
+  // at target = fraction * total; returns the smallest positive weight.
+  // Raises when every weight is 0.
+  double slots_at(const std::vector<double>& fractions, std::vector<int64_t>* slots) const {
+    const HostTree h = host_tree();
+    const double total = h.view.sum[1];
+    if (!(total > 0.0)) bad("sample", kAllZeroPriorities);
+    slots->resize(fractions.size());
+    for (size_t i = 0; i < fractions.size(); ++i)
+      (*slots)[i] = tree::descend(h.view.sum, leaves, tree::mul_rn(fractions[i], total));
+    return h.view.min[1];
+  }
+
+  // The batch rows of transitions `slots` (valid, checked by the caller).
+  TransitionRows rows_at(const std::vector<int64_t>& slots) const {
+    const int64_t batch = static_cast<int64_t>(slots.size());
+    const int64_t S = o.frame_stack;
+    const auto cpu = at::TensorOptions().device(at::kCPU);
+    TransitionRows rows;
+    rows.obs_index = at::empty({batch, S}, cpu.dtype(at::kLong));
+    rows.next_index = at::empty({batch, S}, cpu.dtype(at::kLong));
+    at::Tensor action_slots = at::empty({batch}, cpu.dtype(at::kLong));
+    rows.reward = at::empty({batch}, cpu.dtype(at::kFloat));
+    rows.discount = at::empty({batch}, cpu.dtype(at::kFloat));
+    rows.weight = at::empty({batch}, cpu.dtype(at::kDouble));
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t slot = slots[static_cast<size_t>(b)];
+      const int64_t t = ring.logical_of(slot);
+      const SampledTransition tr = ring.transition(t);
+      ring.stack(t, rows.obs_index.data_ptr<int64_t>() + b * S);
+      ring.stack(tr.next_frame, rows.next_index.data_ptr<int64_t>() + b * S);
+      action_slots.data_ptr<int64_t>()[b] = tr.action_slot;
+      rows.reward.data_ptr<float>()[b] = static_cast<float>(tr.reward);
+      rows.discount.data_ptr<float>()[b] = static_cast<float>(tr.discount);
+      rows.weight.data_ptr<double>()[b] = o.prioritized ? priority[static_cast<size_t>(slot)] : 1.0;
+    }
+    rows.action = actions.index_select(0, action_slots);
+    return rows;
   }
 
   at::Tensor gather(const at::Tensor& index_host, const StackAugment* augment,
@@ -522,33 +585,18 @@ ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
   const std::vector<int64_t> slots =
       d.o.prioritized ? d.prioritized_slots(batch, b_exp, &weights) : d.uniform_slots(batch);
 
-  const int64_t S = d.o.frame_stack;
   const auto cpu = at::TensorOptions().device(at::kCPU);
-  at::Tensor obs_index = at::empty({batch, S}, cpu.dtype(at::kLong));
-  at::Tensor next_index = at::empty({batch, S}, cpu.dtype(at::kLong));
-  at::Tensor action_slots = at::empty({batch}, cpu.dtype(at::kLong));
-  at::Tensor reward = at::empty({batch}, cpu.dtype(at::kFloat));
-  at::Tensor discount = at::empty({batch}, cpu.dtype(at::kFloat));
+  const TransitionRows rows = d.rows_at(slots);
   at::Tensor indices = at::empty({batch}, cpu.dtype(at::kLong));
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t slot = slots[static_cast<size_t>(b)];
-    const int64_t t = d.ring.logical_of(slot);
-    const SampledTransition tr = d.ring.transition(t);
-    d.ring.stack(t, obs_index.data_ptr<int64_t>() + b * S);
-    d.ring.stack(tr.next_frame, next_index.data_ptr<int64_t>() + b * S);
-    action_slots.data_ptr<int64_t>()[b] = tr.action_slot;
-    reward.data_ptr<float>()[b] = static_cast<float>(tr.reward);
-    discount.data_ptr<float>()[b] = static_cast<float>(tr.discount);
-    indices.data_ptr<int64_t>()[b] = slot;
-  }
+  std::copy(slots.begin(), slots.end(), indices.data_ptr<int64_t>());
   uint64_t step = 0;
   if (augment != nullptr) step = augment->reserve_steps(share_augmentation ? 1 : 2);
   ReplayBatch out;
-  out.obs = d.gather(obs_index, augment, step);
-  out.next_obs = d.gather(next_index, augment, share_augmentation ? step : step + 1);
-  out.action = d.actions.index_select(0, action_slots).to(d.o.device);
-  out.reward = reward.to(d.o.device);
-  out.discount = discount.to(d.o.device);
+  out.obs = d.gather(rows.obs_index, augment, step);
+  out.next_obs = d.gather(rows.next_index, augment, share_augmentation ? step : step + 1);
+  out.action = rows.action.to(d.o.device);
+  out.reward = rows.reward.to(d.o.device);
+  out.discount = rows.discount.to(d.o.device);
   out.indices = indices.to(d.o.device);
   if (d.o.prioritized) {
     out.weights =
@@ -640,6 +688,84 @@ ReplayBuffer ReplayBuffer::load(const std::string& dir, std::optional<c10::Devic
   }
   return rb;
 }
+
+// --- draws made elsewhere (obsaug.distributed) --------------------------------
+
+void shard_draws(uint64_t seed, uint64_t call, int64_t first_id, int64_t batch,
+                 const std::vector<double>& shard_mass, bool prioritized, int32_t* owner,
+                 double* target) {
+  double total = 0;
+  std::vector<double> end(shard_mass.size());  // cumulative mass up to and including shard r
+  for (size_t r = 0; r < shard_mass.size(); ++r) end[r] = total += shard_mass[r];
+  int32_t last_nonempty = -1;
+  for (size_t r = 0; r < shard_mass.size(); ++r)
+    if (shard_mass[r] > 0) last_nonempty = static_cast<int32_t>(r);
+  if (last_nonempty < 0) throw std::invalid_argument("shard_draws: every shard is empty");
+  const uint64_t count = static_cast<uint64_t>(total);  // uniform: the number of transitions
+  for (int64_t b = 0; b < batch; ++b) {
+    const Philox4 r = replay_draw(seed, call, static_cast<uint32_t>(first_id + b), 0);
+    double t = 0;
+    if (prioritized) {
+      t = (static_cast<double>(b) + unit(r.v[0])) / static_cast<double>(batch) * total;
+    } else {  // a uniform index into the N transitions from 64 bits (r2, r3)
+      const unsigned __int128 x = (static_cast<unsigned __int128>(r.v[3]) << 32) | r.v[2];
+      t = static_cast<double>(static_cast<uint64_t>((x * count) >> 64));
+    }
+    int32_t k = 0;
+    while (k < last_nonempty && !(t < end[static_cast<size_t>(k)])) ++k;
+    owner[b] = k;
+    target[b] = t - (end[static_cast<size_t>(k)] - shard_mass[static_cast<size_t>(k)]);
+  }
+}
+
+std::vector<int64_t> ReplayBuffer::uniform_slots_for(uint64_t call,
+                                                     const std::vector<int64_t>& draw_ids) const {
+  if (impl_->ring.num_valid() == 0) bad("uniform_slots_for", "no valid transition stored");
+  for (int64_t id : draw_ids) {
+    if (id < 0 || id >= kMaxBatch) {
+      bad("uniform_slots_for", "draw ids must lie in [0, 2^32), got " + std::to_string(id));
+    }
+  }
+  return impl_->uniform_slots_for(call, draw_ids);
+}
+
+std::vector<int64_t> ReplayBuffer::priority_slots_for(const std::vector<double>& fractions) {
+  if (!impl_->o.prioritized)
+    bad("priority_slots_for", "the buffer was built with prioritized=False");
+  for (double f : fractions) {
+    if (!(f >= 0.0 && f < 1.0)) {
+      bad("priority_slots_for", "fractions must lie in [0, 1), got " + std::to_string(f));
+    }
+  }
+  std::vector<int64_t> slots;
+  impl_->slots_at(fractions, &slots);
+  return slots;
+}
+
+PrioritySummary ReplayBuffer::priority_summary() const {
+  const Impl& d = *impl_;
+  PrioritySummary out;
+  if (!d.o.prioritized) {
+    out.total = static_cast<double>(d.ring.num_valid());
+    out.smallest = 1.0;
+    return out;
+  }
+  out.total = d.tree_sum[1].item<double>();  // the roots: O(1)
+  out.smallest = d.tree_min[1].item<double>();
+  return out;
+}
+
+TransitionRows ReplayBuffer::rows_at(const std::vector<int64_t>& slots) const {
+  for (int64_t s : slots) {
+    if (s < 0 || s >= impl_->ring.size() || !impl_->ring.valid(s)) {
+      throw std::out_of_range("ReplayBuffer.rows_at: slot " + std::to_string(s) +
+                              " is not a valid transition");
+    }
+  }
+  return impl_->rows_at(slots);
+}
+
+void ReplayBuffer::count_sample_call() { ++impl_->calls; }
 
 const ReplayOptions& ReplayBuffer::options() const { return impl_->o; }
 int64_t ReplayBuffer::size() const { return impl_->ring.size(); }

@@ -53,6 +53,23 @@ struct ReplayBatch {
   at::Tensor weights;   // [B] float32 importance weights (prioritized only)
 };
 
+// The rows of a batch for given transitions, before gathering (rows_at).
+struct TransitionRows {
+  at::Tensor obs_index;   // [K, S] int64 slots of the obs stack (host)
+  at::Tensor next_index;  // [K, S] int64 slots of the next_obs stack (host)
+  at::Tensor action;      // [K, *action_shape] (host)
+  at::Tensor reward;      // [K] float32 (host)
+  at::Tensor discount;    // [K] float32 (host)
+  at::Tensor weight;      // [K] float64 q = p^alpha (prioritized), else 1 (host)
+};
+
+// Sum and smallest positive weight q of the valid transitions (uniform
+// buffers: num_valid and 1).
+struct PrioritySummary {
+  double total = 0;
+  double smallest = 0;
+};
+
 // How sample() augments: a step source and a gather+augment of stacks from
 // a storage. replay/engine_augment.h makes one from an obsaug::Engine.
 struct StackAugment {
@@ -92,6 +109,17 @@ class ReplayBuffer {
   // indices [K] slots, priorities [K] finite >= 0 (prioritized buffers only).
   void update_priorities(const at::Tensor& indices, const at::Tensor& priorities);
 
+  // Draws made elsewhere (obsaug.distributed.ShardedReplayBuffer,
+  // docs/distributed.md): the slot of draw id b (< 2^32) of sample call
+  // `call` by the uniform rule of sample(); the slots at fractions in [0, 1)
+  // of the total weight (prioritized); the weight totals; the rows of given
+  // valid slots (IndexError otherwise); and counting a call made so.
+  std::vector<int64_t> uniform_slots_for(uint64_t call, const std::vector<int64_t>& draw_ids) const;
+  std::vector<int64_t> priority_slots_for(const std::vector<double>& fractions);
+  PrioritySummary priority_summary() const;
+  TransitionRows rows_at(const std::vector<int64_t>& slots) const;
+  void count_sample_call();
+
   // dir/replay.obsaug, written atomically (docs/replay.md).
   void save(const std::string& dir) const;
   static ReplayBuffer load(const std::string& dir,
@@ -108,5 +136,18 @@ class ReplayBuffer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Which shard owns each of the draws first_id .. first_id + batch - 1 of a
+// sharded sample call (docs/distributed.md): shard_mass[r] is shard r's
+// number of valid transitions (uniform) or weight total (prioritized).
+// Draw b_global uses Philox (seed, counter (call, b_global, 0x8000)):
+// uniform: the index floor(((r3 << 32) | r2) * N / 2^64) into the N
+// transitions of all shards in rank order; prioritized: the stratified
+// target (b + unit(r0)) / batch * total. owner[b] = the shard holding it,
+// target[b] = its offset in that shard. Throws std::invalid_argument when
+// every shard is empty.
+void shard_draws(uint64_t seed, uint64_t call, int64_t first_id, int64_t batch,
+                 const std::vector<double>& shard_mass, bool prioritized, int32_t* owner,
+                 double* target);
 
 }  // namespace obsaug

@@ -39,9 +39,10 @@ if hasattr(_C, "ReplayBuffer"):
 
 
 def __getattr__(name: str):
-    """``obsaug.torchrl`` and ``obsaug.sb3`` load (and import their framework) on first
-    use, so ``import obsaug`` imports neither torchrl nor stable_baselines3."""
-    if name in ("torchrl", "sb3"):
+    """``obsaug.torchrl``, ``obsaug.sb3`` and ``obsaug.distributed`` load (and import
+    their framework) on first use, so ``import obsaug`` imports neither torchrl nor
+    stable_baselines3 nor torch.distributed."""
+    if name in ("torchrl", "sb3", "distributed"):
         import importlib
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'obsaug' has no attribute {name!r}")

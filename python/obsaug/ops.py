@@ -223,7 +223,8 @@ def augment(obs: torch.Tensor, pool: Optional[torch.Tensor] = None, *,
 def gather_augment(storage: torch.Tensor, indices: torch.Tensor,
                    pool: Optional[torch.Tensor] = None, *, ops: Sequence[Mapping[str, Any]],
                    seed: int, step: int, out_dtype: Optional[torch.dtype] = None,
-                   scale: float = 1.0, bias: float = 0.0) -> torch.Tensor:
+                   scale: float = 1.0, bias: float = 0.0,
+                   sample_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Gather stacks from a frame storage and augment them in one pass.
 
     ``storage`` is ``[N, C, H, W]`` (uint8 or float32), ``indices`` int64
@@ -232,10 +233,15 @@ def gather_augment(storage: torch.Tensor, indices: torch.Tensor,
     .reshape(B, S*C, H, W), pool, ops=ops, ...)`` without materialising the
     gathered batch. Indices outside ``[0, N)`` raise IndexError (checking them
     synchronises once on CUDA).
+
+    ``sample_ids`` (int64 ``[B]``, each in ``[0, 2^32)``, else ValueError)
+    makes row ``b`` draw its parameters as sample ``sample_ids[b]`` of the
+    call instead of ``b``: the rows equal rows ``sample_ids`` of the call
+    on the whole batch (obsaug.distributed augments another rank's draws so).
     """
     return torch.ops.obsaug.gather_augment(storage, indices, pool, pipeline_text(ops),
                                            _as_int64("seed", seed), _as_int64("step", step),
-                                           out_dtype, float(scale), float(bias))
+                                           out_dtype, float(scale), float(bias), sample_ids)
 
 
 # --- fake kernels: shapes and dtypes for torch.compile / FakeTensor tracing ---
@@ -251,8 +257,8 @@ def _augment_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bi
 
 @torch.library.register_fake("obsaug::gather_augment")
 def _gather_augment_fake(storage, indices, pool, pipeline, seed, step, out_dtype=None, scale=1.0,
-                         bias=0.0):
-    _same_device(storage, indices=indices, pool=pool)
+                         bias=0.0, sample_ids=None):
+    _same_device(storage, indices=indices, pool=pool, sample_ids=sample_ids)
     h, w = _output_hw(storage.shape[-2], storage.shape[-1], pipeline)
     return storage.new_empty((indices.shape[0], indices.shape[1] * storage.shape[1], h, w),
                              dtype=out_dtype or storage.dtype)

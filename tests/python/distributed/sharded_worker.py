@@ -1,0 +1,364 @@
+"""One rank of the ShardedReplayBuffer checks (launched by test_sharded_replay.py
+through torchrun, gloo on CPU). ``checks`` runs every check in turn and prints
+``CHECK <name> OK`` after each one that passed (an assertion stops the rank
+with a traceback); ``exits`` / ``stalls`` make rank 1 leave or stop calling and
+print, on rank 0, how long sample() took to raise and what.
+
+Shards: rank r's transitions are one episode of env r; frame t of rank r holds
+t % 256, r and t // 256 in pixels [0, 0, 0..2] and noise elsewhere, so any
+rank can rebuild every shard (the oracle: one unsharded ReplayBuffer holding
+every shard's frames, env r's episode after env r-1's, frame t of rank r at
+slot offset[r] + t).
+"""
+import datetime
+import math
+import os
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+
+import obsaug
+from obsaug import ops
+from obsaug.distributed import ShardedReplayBuffer
+
+FRAME = (3, 8, 8)
+CAPACITY = 256
+PIPELINE = [{"op": "shift", "pad": 2}, {"op": "crop", "size": 6}]
+
+
+def engine_config():
+    return {"device": "cpu", "seed": 5, "frames": {"stack": 3, "channels": 3, "height": 8,
+                                                   "width": 8},
+            "pipeline": PIPELINE, "output": {"dtype": "uint8"}}
+
+
+def frames_of(rank, n):
+    g = torch.Generator().manual_seed(100 + rank)
+    f = torch.randint(0, 256, (n, *FRAME), dtype=torch.uint8, generator=g)
+    t = torch.arange(n)
+    f[:, 0, 0, 0] = (t % 256).to(torch.uint8)
+    f[:, 0, 0, 1] = rank
+    f[:, 0, 0, 2] = (t // 256).to(torch.uint8)
+    return f
+
+
+def fill(buffer, rank, n):
+    """n frames of one episode of env `rank` (n - 1 valid transitions), ending terminated."""
+    if n == 0:
+        return
+    f = frames_of(rank, n)
+    buffer.add_first(f[0], env=rank)
+    for t in range(1, n):
+        buffer.add(float(rank * 1000 + t), float(t) / 7 + rank, f[t], terminated=(t == n - 1),
+                   env=rank)
+
+
+def sharded(sizes, prioritized=False, **kw):
+    rank = dist.get_rank()
+    rb = ShardedReplayBuffer(CAPACITY, FRAME, 3, (), prioritized=prioritized, alpha=0.7,
+                             beta=0.5, seed=3, **kw)
+    fill(rb, rank, sizes[rank])
+    return rb
+
+
+def oracle(sizes, prioritized=False):
+    one = obsaug.ReplayBuffer(CAPACITY * len(sizes), FRAME, 3, (), prioritized=prioritized,
+                              alpha=0.7, beta=0.5, seed=3)
+    for r, n in enumerate(sizes):
+        fill(one, r, n)
+    offsets = [sum(sizes[:r]) for r in range(len(sizes))]
+    return one, offsets
+
+
+def gather_all(t):
+    out = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, t)
+    return torch.cat(out)
+
+
+def wilson_hilferty(df, z=4.265):  # the chi-square quantile at p ~ 1e-5
+    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
+
+
+def chi_square(counts, expected):
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
+def ok(name):
+    if dist.get_rank() == 0:
+        print(f"CHECK {name} OK", flush=True)
+    dist.barrier()
+
+
+# --- checks ----------------------------------------------------------------------
+
+def check_uniform_union(world):
+    sizes = [30 + 17 * r for r in range(world)]
+    rb = sharded(sizes)
+    valid = [n - 1 for n in sizes]
+    B, calls = 64, 120
+    got = torch.cat([rb.sample(B)["indices"] for _ in range(calls)])
+    every = gather_all(got)
+    owner, slot = every // CAPACITY, every % CAPACITY
+    n_total = sum(valid)
+    shard_counts = torch.bincount(owner, minlength=world).double()
+    expected = torch.tensor(valid, dtype=torch.float64) / n_total * len(every)
+    stat = chi_square(shard_counts, expected)
+    assert stat < wilson_hilferty(world - 1), ("which shard", shard_counts, expected, stat)
+    offsets = [sum(valid[:r]) for r in range(world)]
+    assert bool((slot < torch.tensor(valid)[owner]).all()), "a slot beyond its shard's valid ones"
+    flat = torch.tensor(offsets)[owner] + slot
+    per_transition = torch.bincount(flat, minlength=n_total).double()
+    stat = chi_square(per_transition, torch.full((n_total,), len(every) / n_total))
+    assert stat < wilson_hilferty(n_total - 1), ("which transition", stat)
+    ok("uniform_union")
+
+
+def set_priorities(rb, sizes, world):
+    """Rank 0 gives every transition of every shard the priority 1 + (r * 37 + t) % 11
+    (routed to the owners); the other ranks send nothing."""
+    idx, pri = [], []
+    if dist.get_rank() == 0:
+        for r in range(world):
+            for t in range(sizes[r] - 1):
+                idx.append(r * CAPACITY + t)
+                pri.append(1.0 + (r * 37 + t) % 11)
+    rb.update_priorities(torch.tensor(idx, dtype=torch.int64),
+                         torch.tensor(pri, dtype=torch.float64))
+
+
+def check_update_priorities_routing(world):
+    sizes = [20 + 9 * r for r in range(world)]
+    rb = sharded(sizes, prioritized=True)
+    set_priorities(rb, sizes, world)
+    rank = dist.get_rank()
+    slots = list(range(sizes[rank] - 1))
+    q = rb.local._native.rows_at(slots)["weight"]
+    want = torch.tensor([(1.0 + (rank * 37 + t) % 11) ** 0.7 for t in slots], dtype=torch.float64)
+    assert torch.allclose(q, want, rtol=1e-12), (rank, q, want)
+    # every rank updates one transition of its right neighbour: only that one changes
+    target = (rank + 1) % world
+    rb.update_priorities(torch.tensor([target * CAPACITY + 2]), torch.tensor([50.0 + rank]))
+    q = rb.local._native.rows_at(slots)["weight"]
+    want[2] = (50.0 + (rank - 1) % world) ** 0.7
+    assert torch.allclose(q, want, rtol=1e-12), (rank, q, want)
+    # a rejected call on one rank changes nothing anywhere and raises on every rank
+    bad = torch.tensor([-1.0 if rank == world - 1 else 3.0])
+    try:
+        rb.update_priorities(torch.tensor([0]), bad)
+    except ValueError as e:
+        assert ("finite and >= 0" in str(e)) if rank == world - 1 else (
+            f"rejected on rank {world - 1}" in str(e)), str(e)
+    else:
+        raise AssertionError("a negative priority was accepted")
+    q2 = rb.local._native.rows_at(slots)["weight"]
+    assert torch.equal(q2, q), "a rejected update changed priorities"
+    ok("update_priorities_routing")
+
+
+def check_prioritized_global(world):
+    sizes = [12 + 5 * r for r in range(world)]
+    rb = sharded(sizes, prioritized=True)
+    set_priorities(rb, sizes, world)
+    q = torch.tensor([(1.0 + (r * 37 + t) % 11) ** 0.7 for r in range(world)
+                      for t in range(sizes[r] - 1)], dtype=torch.float64)
+    offsets = [sum(n - 1 for n in sizes[:r]) for r in range(world)]
+    B, calls = 48, 100
+    batches = [rb.sample(B) for _ in range(calls)]
+    every = gather_all(torch.cat([b["indices"] for b in batches]))
+    flat = torch.tensor(offsets)[every // CAPACITY] + every % CAPACITY
+    counts = torch.bincount(flat, minlength=len(q)).double()
+    expected = q / q.sum() * len(every)
+    stat = chi_square(counts, expected)
+    assert stat < wilson_hilferty(len(q) - 1), ("proportional", stat)
+    # importance weights: (q_i / q_min)^-beta with the global minimum
+    mine = torch.cat([b["indices"] for b in batches])
+    mine_flat = torch.tensor(offsets)[mine // CAPACITY] + mine % CAPACITY
+    want = (q[mine_flat] / q.min()).pow(-0.5).float()
+    got = torch.cat([b["weights"] for b in batches])
+    assert torch.allclose(got, want, rtol=1e-6), "importance weights"
+    ok("prioritized_global")
+
+
+def oracle_rows(one, offsets, indices):
+    """The oracle's rows for global indices: stacks, action, reward, discount."""
+    slots = [offsets[int(i) // CAPACITY] + int(i) % CAPACITY for i in indices]
+    return one._native.rows_at(slots)
+
+
+def check_matches_oracle(world, prioritized):
+    rank = dist.get_rank()
+    sizes = [25 + 11 * r for r in range(world)]
+    rb = sharded(sizes, prioritized=prioritized)
+    one, offsets = oracle(sizes, prioritized)
+    if prioritized:
+        set_priorities(rb, sizes, world)
+        for r in range(world):  # the same priorities in the oracle
+            for t in range(sizes[r] - 1):
+                one.update_priorities([offsets[r] + t], [1.0 + (r * 37 + t) % 11])
+    engine = obsaug.Engine(engine_config(), rank=rank, world_size=world)
+    B = 10
+    for share in (False, True):
+        step = engine.step
+        batch = rb.sample(B, augment=engine, share_augmentation=share)
+        rows = oracle_rows(one, offsets, batch["indices"])
+        for key in ("action", "reward", "discount"):
+            assert torch.equal(batch[key], rows[key]), (key, batch[key], rows[key])
+        # the oracle's augmentation: this rank's rows of one batch of world * B rows,
+        # row b_global = rank * B + b, with this rank's engine seed and step
+        for key, index, s in (("obs", "obs_index", step),
+                              ("next_obs", "next_index", step if share else step + 1)):
+            stacks = one.storage[rows[index].reshape(-1)].reshape(B, 9, 8, 8)
+            full = torch.zeros((world * B, 9, 8, 8), dtype=torch.uint8)
+            full[rank * B:(rank + 1) * B] = stacks
+            want = ops.augment(full, ops=PIPELINE, seed=5 + rank, step=s)[rank * B:(rank + 1) * B]
+            assert torch.equal(batch[key], want), (key, share)
+        if prioritized:
+            q = one._native.rows_at([offsets[int(i) // CAPACITY] + int(i) % CAPACITY
+                                     for i in batch["indices"]])["weight"]
+            q_all = one._native.priority_summary()[1]
+            assert torch.allclose(batch["weights"], (q / q_all).pow(-0.5).float(), rtol=1e-6)
+    # the owners and slots are the oracle's for the same draws: reproduce them here
+    # from the Philox draws (docs/distributed.md) for the next call
+    call = rb.local.sample_calls
+    batch = rb.sample(B)
+    valid = [n - 1 for n in sizes]
+    if prioritized:
+        per_shard = [sum((1.0 + (r * 37 + t) % 11) ** 0.7 for t in range(valid[r]))
+                     for r in range(world)]
+    else:
+        per_shard = [float(v) for v in valid]
+    owner, target = obsaug._C.shard_draws(3, call, rank * B, B, per_shard, prioritized)
+    assert (batch["indices"] // CAPACITY).tolist() == owner, "owners"
+    if prioritized:  # the first slot whose running sum exceeds the target, in its shard
+        for b in range(B):
+            r, t = owner[b], target[b]
+            q_r = [(1.0 + (r * 37 + u) % 11) ** 0.7 for u in range(valid[r])]
+            run, slot = 0.0, None
+            for u, w in enumerate(q_r):
+                run += w
+                if run > t:
+                    slot = u
+                    break
+            assert int(batch["indices"][b]) % CAPACITY == slot, (b, slot, batch["indices"][b])
+    engine.close()
+    ok("oracle_prioritized" if prioritized else "oracle_uniform")
+
+
+def check_empty_shard_and_large_batch(world):
+    rank = dist.get_rank()
+    sizes = [0] + [6 + r for r in range(1, world)]  # rank 0 holds nothing
+    rb = sharded(sizes)
+    n_total = sum(n - 1 for n in sizes if n)
+    B = 20 * n_total + 1  # more draws than transitions: with replacement, all drawn
+    engine = obsaug.Engine(engine_config(), rank=rank, world_size=world)
+    batch = rb.sample(B, augment=engine)
+    assert batch["obs"].shape == (B, 9, 6, 6) and batch["next_obs"].shape == (B, 9, 6, 6)
+    owners = (batch["indices"] // CAPACITY).tolist()
+    assert 0 not in owners, "an empty shard was drawn from"
+    assert len(set(batch["indices"].tolist())) == n_total, "not every transition drawn"
+    engine.close()
+    # every shard empty: a ValueError on every rank
+    empty = sharded([0] * world)
+    try:
+        empty.sample(4)
+    except ValueError as e:
+        assert "0 valid transitions in all" in str(e), str(e)
+    else:
+        raise AssertionError("sampling from empty shards did not raise")
+    ok("empty_shard_and_large_batch")
+
+
+def check_disagreeing_ranks_raise(world):
+    rank = dist.get_rank()
+    rb = sharded([8] * world)
+    try:
+        rb.sample(4 + rank)
+    except ValueError as e:
+        assert "batch_size must be equal on every rank" in str(e), str(e)
+    else:
+        raise AssertionError("different batch sizes were accepted")
+    ok("disagreeing_ranks_raise")
+
+
+def check_checkpoint(world):
+    rank = dist.get_rank()
+    sizes = [15 + 4 * r for r in range(world)]
+    rb = sharded(sizes, prioritized=True)
+    set_priorities(rb, sizes, world)
+    rb.sample(5)
+    root = os.path.join(os.environ["SHARDED_TMP"], "ckpt")
+    rb.save(root)
+    dist.barrier()
+    want = [rb.sample(7) for _ in range(2)]
+    back = ShardedReplayBuffer.load(root)
+    got = [back.sample(7) for _ in range(2)]
+    for w, g in zip(want, got):
+        for key in w:
+            assert torch.equal(w[key], g[key]), key
+    assert os.path.isfile(os.path.join(root, f"rank{rank}-of-{world}", "replay.obsaug"))
+    # a checkpoint of another world size is refused with a message naming both
+    other = os.path.join(os.environ["SHARDED_TMP"], f"other{rank}")
+    os.makedirs(os.path.join(other, f"rank{rank}-of-{world + 2}"), exist_ok=True)
+    try:
+        ShardedReplayBuffer.load(other)
+    except ValueError as e:
+        assert f"world size {world + 2}" in str(e) and f"this group has {world}" in str(e), str(e)
+    else:
+        raise AssertionError("a checkpoint of another world size was loaded")
+    ok("checkpoint")
+
+
+def run_checks(world):
+    check_uniform_union(world)
+    check_update_priorities_routing(world)
+    check_prioritized_global(world)
+    check_matches_oracle(world, prioritized=False)
+    check_matches_oracle(world, prioritized=True)
+    check_empty_shard_and_large_batch(world)
+    check_disagreeing_ranks_raise(world)
+    check_checkpoint(world)
+
+
+def run_fault(kind, timeout):
+    rank = dist.get_rank()
+    rb = sharded([10] * dist.get_world_size())
+    rb.sample(4)  # one call together
+    if rank == 1:
+        if kind == "exits":
+            os._exit(0)
+        time.sleep(timeout * 2)  # stops calling, then leaves
+        os._exit(0)
+    start = time.monotonic()
+    try:
+        rb.sample(4)
+    except Exception as e:  # torch.distributed's error for a lost peer or a timeout
+        print(f"FAULT raised {type(e).__name__} (RuntimeError: "
+              f"{isinstance(e, RuntimeError)}) after {time.monotonic() - start:.2f} s",
+              flush=True)
+        os._exit(0)
+    print("FAULT no error", flush=True)
+    os._exit(1)
+
+
+def main():
+    mode = sys.argv[1]
+    timeout = float(sys.argv[2]) if len(sys.argv) > 2 else 60.0
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout))
+    if mode == "checks":
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp_list = [tmp]
+            dist.broadcast_object_list(tmp_list, src=0)  # one folder for every rank
+            os.environ["SHARDED_TMP"] = tmp_list[0]
+            run_checks(dist.get_world_size())
+            dist.barrier()
+    else:
+        run_fault(mode, timeout)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""obsaug.distributed.ShardedReplayBuffer under torchrun (gloo, CPU) with 2 and
+3 ranks: sharded_worker.py runs the checks on every rank and prints ``CHECK
+<name> OK`` for each one that passed; each test below asserts one of them
+(one torchrun launch per world size, shared by its tests). The fault tests
+launch 2 ranks with a 3-second group timeout: rank 1 exits, or stops calling,
+and rank 0's sample() must raise within the timeout (plus start-up slack)."""
+import os
+import re
+import socket
+import subprocess
+import sys
+
+import pytest
+
+import obsaug
+
+from conftest import ROOT
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sharded_worker.py")
+CHECKS = ["uniform_union", "update_priorities_routing", "prioritized_global", "oracle_uniform",
+          "oracle_prioritized", "empty_shard_and_large_batch", "disagreeing_ranks_raise",
+          "checkpoint"]
+GROUP_TIMEOUT = 3.0
+
+pytestmark = pytest.mark.skipif(not hasattr(obsaug._C, "shard_draws"),
+                                reason="obsaug was built without the replay buffer")
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(nproc, *args, timeout=100):
+    env = dict(os.environ)
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(obsaug.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
+    env["OMP_NUM_THREADS"] = "1"
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
+           f"--master_port={free_port()}", WORKER, *map(str, args)]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module", params=[2, 3], ids=["2ranks", "3ranks"])
+def checks_run(request):
+    return torchrun(request.param, "checks")
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_sharded_check(checks_run, check):
+    rc, out = checks_run
+    assert f"CHECK {check} OK" in out, out[-6000:]
+
+
+def test_every_check_ran_and_the_ranks_exited_cleanly(checks_run):
+    rc, out = checks_run
+    assert rc == 0, out[-6000:]
+    assert out.count("CHECK ") == len(CHECKS), out[-6000:]
+
+
+@pytest.mark.parametrize("kind", ["exits", "stalls"])
+def test_a_lost_rank_makes_the_others_raise_within_the_timeout(kind):
+    rc, out = torchrun(2, kind, GROUP_TIMEOUT, timeout=60)
+    m = re.search(r"FAULT raised (\w+) \(RuntimeError: (\w+)\) after ([\d.]+) s", out)
+    assert m, out[-4000:]
+    assert m.group(2) == "True", out[-4000:]
+    assert float(m.group(3)) < GROUP_TIMEOUT + 5.0, out[-4000:]
