@@ -426,10 +426,10 @@ struct ReplayBuffer::Impl {
     return slots;
   }
 
-  at::Tensor gather(const at::Tensor& index_host, const StackAugment* augment,
-                    uint64_t step) const {
+  at::Tensor gather(const at::Tensor& index_host, const StackAugment* augment, uint64_t step,
+                    bool next_obs) const {
     const at::Tensor index = index_host.to(o.device);
-    if (augment != nullptr) return augment->gather(frames, index, step);
+    if (augment != nullptr) return augment->gather(frames, index, step, next_obs);
     return ops::gather_augment(frames, index, std::nullopt, {}, 0, 0, {}, /*check_indices=*/false);
   }
 };
@@ -534,8 +534,9 @@ ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
   uint64_t step = 0;
   if (augment != nullptr) step = augment->reserve_steps(share_augmentation ? 1 : 2);
   ReplayBatch out;
-  out.obs = d.gather(obs_index, augment, step);
-  out.next_obs = d.gather(next_index, augment, share_augmentation ? step : step + 1);
+  out.obs = d.gather(obs_index, augment, step, /*next_obs=*/false);
+  out.next_obs = d.gather(next_index, augment, share_augmentation ? step : step + 1,
+                          /*next_obs=*/true);
   out.action = d.actions.index_select(0, action_slots).to(d.o.device);
   out.reward = reward.to(d.o.device);
   out.discount = discount.to(d.o.device);
@@ -556,7 +557,8 @@ void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor
   }
   if (at::isFloatingType(indices.scalar_type()) ||
       !at::isIntegralType(indices.scalar_type(), false)) {
-    bad_type("update_priorities", "indices must be an integer tensor [K], got " + describe(indices));
+    bad_type("update_priorities",
+             "indices must be an integer tensor [K], got " + describe(indices));
   }
   if (indices.dim() != 1) {
     bad("update_priorities", "indices must be an integer tensor [K], got " + describe(indices));

@@ -766,6 +766,71 @@ TEST(AugmentErrors, BadOutputOptions) {
                   {"scale", "finite"});
 }
 
+// out=: the result lands in the caller's tensor, equal to the fresh result.
+TEST(AugmentOut, WritesTheSameResultIntoTheCallersTensor) {
+  std::mt19937_64 rng(41);
+  const at::Tensor obs = random_u8({3, 6, 10, 12}, rng);
+  const at::Tensor pool = random_u8({4, 3, 10, 12}, rng);
+  const Pipeline p = {OpSpec::shift(2), OpSpec::overlay(0.5), OpSpec::crop(8, 9)};
+  OutputOptions o;
+  o.out = at::full({3, 6, 8, 9}, 7, at::kByte);
+  const at::Tensor got = ops::augment(obs, pool, p, 5, 6, o);
+  EXPECT_EQ(got.data_ptr(), o.out.data_ptr());
+  EXPECT_TRUE(at::equal(got, ops::augment(obs, pool, p, 5, 6)));
+  // float32 output with scale and bias
+  OutputOptions f{at::kFloat, 1.0 / 255, -0.5, at::empty({3, 6, 8, 9}, at::kFloat)};
+  ops::augment(obs, pool, p, 5, 6, f);
+  EXPECT_TRUE(at::equal(f.out, ops::augment(obs, pool, p, 5, 6, {at::kFloat, 1.0 / 255, -0.5})));
+  // gather_augment and the single ops
+  const at::Tensor storage = random_u8({7, 3, 10, 12}, rng);
+  const at::Tensor idx = at::tensor(std::vector<int64_t>{0, 6, 2, 2, 5, 1}, at::kLong).view({3, 2});
+  OutputOptions g;
+  g.out = at::empty({3, 6, 8, 9}, at::kByte);
+  ops::gather_augment(storage, idx, pool, p, 5, 6, g);
+  EXPECT_TRUE(at::equal(g.out, ops::gather_augment(storage, idx, pool, p, 5, 6)));
+  const at::Tensor shifted = at::empty_like(obs);
+  EXPECT_EQ(ops::shift(obs, 1, 2, 3, "zeros", 1, shifted).data_ptr(), shifted.data_ptr());
+  EXPECT_TRUE(at::equal(shifted, ops::shift(obs, 1, 2, 3, "zeros", 1)));
+}
+
+TEST(AugmentOut, RefusesAnOutThatDoesNotFitBeforeWriting) {
+  std::mt19937_64 rng(42);
+  const at::Tensor obs = random_u8({2, 6, 8, 8}, rng);
+  const at::Tensor pool = random_u8({3, 3, 8, 8}, rng);
+  const Pipeline p = {OpSpec::shift(1), OpSpec::overlay(0.5)};
+  const auto run = [&](const at::Tensor& out) {
+    OutputOptions o;
+    o.out = out;
+    ops::augment(obs, pool, p, 0, 0, o);
+  };
+  const at::Tensor untouched = at::full({2, 6, 8, 8}, 9.0f, at::kFloat);
+  expect_mentions(error_of<c10::TypeError>([&] { run(untouched); }),
+                  {"out must be uint8 [2, 6, 8, 8] on cpu", "dtype", "got float32"});
+  EXPECT_TRUE(at::equal(untouched, at::full({2, 6, 8, 8}, 9.0f, at::kFloat)));
+  expect_mentions(error_of<c10::ValueError>([&] {
+                    run(at::empty({2, 6, 8, 7}, at::kByte));
+                  }),
+                  {"out must be uint8 [2, 6, 8, 8]", "shape", "got uint8 [2, 6, 8, 7]"});
+  expect_mentions(
+      error_of<c10::ValueError>([&] {
+        run(at::empty({2, 6, 8, 8}, at::TensorOptions().dtype(at::kByte).device(at::kMeta)));
+      }),
+      {"out must be uint8 [2, 6, 8, 8] on cpu", "device", "on meta"});
+  expect_mentions(error_of<c10::ValueError>([&] {
+                    run(at::empty({2, 6, 8, 16}, at::kByte).slice(3, 0, 8));
+                  }),
+                  {"contiguous", "strides"});
+  expect_mentions(error_of<c10::ValueError>([&] { run(obs); }),
+                  {"shares memory with obs", "in-place", "augment_"});
+  const at::Tensor storage = random_u8({4, 3, 8, 8}, rng);
+  const at::Tensor idx = at::zeros({2, 2}, at::kLong);
+  OutputOptions g;
+  g.out = storage.view({2, 6, 8, 8});
+  expect_mentions(
+      error_of<c10::ValueError>([&] { ops::gather_augment(storage, idx, pool, p, 0, 0, g); }),
+      {"shares memory with storage", "separate tensor"});
+}
+
 TEST(AugmentErrors, BadOpsThroughTheTensorApi) {
   const at::Tensor obs = at::zeros({2, 3, 8, 8}, at::kByte);
   expect_mentions(error_of<c10::ValueError>([&] { ops::crop(obs, 0, 0, 9, 8); }),
