@@ -6,7 +6,6 @@
 #include <pybind11/pybind11.h>
 
 #include "bindings/math_bindings.h"
-#include "bindings/output_bindings.h"
 #include "bindings/schema_bindings.h"
 
 #ifdef OBSAUG_WITH_POOL
@@ -43,7 +42,6 @@ PYBIND11_MODULE(_C, m) {
 #endif
   obsaug::python::bind_schema(m);
   obsaug::python::bind_float_math(m);
-  obsaug::python::bind_output_recycler(m);
   // Built with OBSAUG_REQUIRE_ALL: every component below is present (the
   // configure failed otherwise), and the tests treat a missing one as a failure.
 #ifdef OBSAUG_REQUIRED_ALL

@@ -6,6 +6,7 @@
 #include <c10/util/accumulate.h>
 
 #include <cstdint>
+#include <iterator>
 
 #include "kernels/tensor_text.h"
 
@@ -17,8 +18,9 @@ namespace obsaug::ops {
 namespace {
 
 constexpr int64_t kHugePage = int64_t{2} << 20;
-// Smaller outputs gain little (a huge page or two).
-constexpr int64_t kHugePageMinBytes = int64_t{4} << 20;
+// Outputs from this size on are recycled and get huge pages; smaller ones
+// come from glibc's heap, which keeps them mapped.
+constexpr int64_t kLargeOutputBytes = int64_t{4} << 20;
 
 // madvise(MADV_HUGEPAGE) on the whole huge pages inside [data, data + bytes).
 // A hint: where transparent huge pages are off, nothing changes.
@@ -33,6 +35,18 @@ void advise_huge_pages(void* data, int64_t bytes) {
   (void)data;
   (void)bytes;
 #endif
+}
+
+// New memory for a large CPU output, marked for huge pages before its first touch.
+at::Tensor new_large_output(at::IntArrayRef shape, const at::TensorOptions& options) {
+  at::Tensor out = at::empty(shape, options);
+  advise_huge_pages(out.data_ptr(), static_cast<int64_t>(out.nbytes()));
+  return out;
+}
+
+int64_t bytes_of(at::IntArrayRef shape, const at::TensorOptions& options) {
+  return c10::multiply_integers(shape) *
+         static_cast<int64_t>(c10::elementSize(options.dtype().toScalarType()));
 }
 
 }  // namespace
@@ -63,10 +77,10 @@ void check_out(const at::Tensor& out, at::IntArrayRef shape, const at::TensorOpt
 }
 
 at::Tensor fresh_output(at::IntArrayRef shape, const at::TensorOptions& options) {
-  at::Tensor out = at::empty(shape, options);
-  const int64_t bytes = out.nbytes();
-  if (out.device().is_cpu() && bytes >= kHugePageMinBytes) advise_huge_pages(out.data_ptr(), bytes);
-  return out;
+  if (!options.device().is_cpu() || bytes_of(shape, options) < kLargeOutputBytes)
+    return at::empty(shape, options);
+  static OutputRecycler* const released = new OutputRecycler();  // never destroyed: no exit order
+  return released->take(shape, options);
 }
 
 at::Tensor output_tensor(const at::Tensor& out, at::IntArrayRef shape,
@@ -79,24 +93,29 @@ at::Tensor output_tensor(const at::Tensor& out, at::IntArrayRef shape,
 
 at::Tensor OutputRecycler::take(at::IntArrayRef shape, const at::TensorOptions& options) {
   std::lock_guard<std::mutex> lock(mu_);
-  const int64_t bytes = c10::multiply_integers(shape) *
-                        static_cast<int64_t>(c10::elementSize(options.dtype().toScalarType()));
-  for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+  const int64_t bytes = bytes_of(shape, options);
+  // Newest first: the memory most recently written is the likeliest still in cache.
+  for (auto it = kept_.rbegin(); it != kept_.rend(); ++it) {
     // Released: its tensor is gone and only this entry refers to the storage.
     if (it->handed_out.expired() && it->storage.use_count() == 1 &&
         static_cast<int64_t>(it->storage.nbytes()) == bytes &&
         it->storage.device() == options.device()) {
       Kept kept = std::move(*it);
-      kept_.erase(it);
+      kept_.erase(std::next(it).base());
       at::Tensor out = at::empty({0}, options).set_(kept.storage, 0, shape);
       kept.handed_out = c10::weak_intrusive_ptr<c10::TensorImpl>(out.getIntrusivePtr());
       kept_.push_back(std::move(kept));
       return out;
     }
   }
-  at::Tensor out = fresh_output(shape, options);
+  at::Tensor out =
+      options.device().is_cpu() ? new_large_output(shape, options) : at::empty(shape, options);
   kept_.push_back({c10::weak_intrusive_ptr<c10::TensorImpl>(out.getIntrusivePtr()), out.storage()});
-  if (kept_.size() > capacity_) kept_.pop_front();
+  kept_bytes_ += bytes;
+  while (kept_.size() > 1 && (kept_.size() > capacity_ || kept_bytes_ > max_bytes_)) {
+    kept_bytes_ -= static_cast<int64_t>(kept_.front().storage.nbytes());
+    kept_.pop_front();
+  }
   return out;
 }
 

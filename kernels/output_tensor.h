@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <initializer_list>
 #include <mutex>
@@ -23,10 +24,13 @@ using NamedInput = std::pair<const char*, const at::Tensor*>;
 void check_out(const at::Tensor& out, at::IntArrayRef shape, const at::TensorOptions& options,
                std::initializer_list<NamedInput> inputs, const char* in_place_form);
 
-// A fresh contiguous tensor for a result. On Linux CPU, a large one is marked
-// for transparent huge pages before anything touches it: a fresh output of
-// tens of MB is otherwise page-faulted in 4 KiB at a time on every call
-// (glibc serves it from a new mmap), which costs more than the op itself.
+// A fresh contiguous tensor for a result: nothing else refers to its memory.
+// On the CPU, a large one (4 MiB or more) is a released earlier output when
+// there is one (a process-wide OutputRecycler: at most 4 kept, 1 GiB in all),
+// else new memory marked for transparent huge pages before anything touches
+// it. Why: glibc serves such a block from a new mmap and unmaps it on free,
+// so a plain fresh output of tens of MB is page-faulted in 4 KiB at a time
+// on every call, which costs more than the op itself.
 at::Tensor fresh_output(at::IntArrayRef shape, const at::TensorOptions& options);
 
 // `out` after check_out when it is defined, else fresh_output(shape, options).
@@ -34,19 +38,20 @@ at::Tensor output_tensor(const at::Tensor& out, at::IntArrayRef shape,
                          const at::TensorOptions& options, std::initializer_list<NamedInput> inputs,
                          const char* in_place_form);
 
-// Fresh-looking outputs without fresh pages, for callers that must return a
-// new tensor per call (obsaug.nn.RandomShift). It keeps the storage of the
+// Fresh outputs without fresh pages (fresh_output's cache). It keeps the storage of the
 // last `capacity` tensors it handed out, and a weak reference to each
-// tensor; take() hands a storage out again (as a new tensor of the requested
-// shape and dtype) once its tensor is gone and nothing else refers to the
+// tensor; take() hands a storage out again (the newest such, as a new
+// tensor of the requested shape and dtype) once its tensor is gone and nothing else refers to the
 // storage (no view, no Python storage object, nothing saved for backward):
 // the caller released it. Else it makes a fresh_output. So a result never
 // shares memory with anything that still holds an earlier one, exactly as
 // with a fresh allocation; released storages stay allocated until taken
-// again or pushed out by newer ones. Thread-safe.
+// again or pushed out by newer ones (more than `capacity` storages, or more
+// than `max_bytes` in all: the oldest go). Thread-safe.
 class OutputRecycler {
  public:
-  explicit OutputRecycler(size_t capacity = 4) : capacity_(capacity) {}
+  explicit OutputRecycler(size_t capacity = 4, int64_t max_bytes = int64_t{1} << 30)
+      : capacity_(capacity), max_bytes_(max_bytes) {}
   at::Tensor take(at::IntArrayRef shape, const at::TensorOptions& options);
 
  private:
@@ -56,6 +61,8 @@ class OutputRecycler {
   };
   std::mutex mu_;
   size_t capacity_;
+  int64_t max_bytes_;
+  int64_t kept_bytes_ = 0;
   std::deque<Kept> kept_;  // oldest first
 };
 

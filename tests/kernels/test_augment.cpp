@@ -26,6 +26,7 @@
 
 #include "kernels/augment.h"
 #include "kernels/augment_cpu.h"
+#include "kernels/output_tensor.h"
 #include "kernels/philox.h"
 #include "kernels/pipeline.h"
 #include "kernels/pipeline_spec.h"
@@ -829,6 +830,41 @@ TEST(AugmentOut, RefusesAnOutThatDoesNotFitBeforeWriting) {
   expect_mentions(
       error_of<c10::ValueError>([&] { ops::gather_augment(storage, idx, pool, p, 0, 0, g); }),
       {"shares memory with storage", "separate tensor"});
+}
+
+// OutputRecycler: a storage is handed out again only once its tensor is gone
+// and nothing else (a view) refers to it; capacity and byte cap push the
+// oldest out.
+TEST(OutputRecycler, HandsOutOnlyReleasedStorage) {
+  const at::TensorOptions f32 = at::TensorOptions().dtype(at::kFloat);
+  ops::OutputRecycler r(2, 1 << 20);
+  at::Tensor a = r.take({2, 3}, f32);
+  EXPECT_TRUE(a.is_contiguous());
+  EXPECT_EQ(a.sizes(), at::IntArrayRef({2, 3}));
+  at::Tensor b = r.take({2, 3}, f32);
+  EXPECT_NE(a.data_ptr(), b.data_ptr());  // a is held
+  const void* a_ptr = a.data_ptr();
+  const at::Tensor view = a.slice(0, 0, 1);
+  a.reset();
+  at::Tensor e = r.take({2, 3}, f32);
+  EXPECT_NE(e.data_ptr(), a_ptr);            // a view still holds a's storage
+  EXPECT_EQ(view.storage().use_count(), 1);  // and the recycler no longer does: capacity 2
+  const void* b_ptr = b.data_ptr();
+  b.reset();
+  at::Tensor c = r.take({3, 2}, f32);  // the same bytes, another shape: b's storage
+  EXPECT_EQ(c.data_ptr(), b_ptr);
+  EXPECT_EQ(c.sizes(), at::IntArrayRef({3, 2}));
+  c.reset();
+  const at::Tensor d = r.take({6}, at::TensorOptions().dtype(at::kInt));  // 24 bytes too
+  EXPECT_EQ(d.data_ptr(), b_ptr);
+  EXPECT_EQ(d.scalar_type(), at::kInt);
+  // more than max_bytes in all: the oldest goes
+  ops::OutputRecycler small(4, 64);
+  const at::Tensor big1 = small.take({16}, f32);  // 64 bytes
+  EXPECT_EQ(big1.storage().use_count(), 2);       // big1 and the recycler
+  const at::Tensor big2 = small.take({16}, f32);
+  EXPECT_EQ(big1.storage().use_count(), 1);
+  EXPECT_EQ(big2.storage().use_count(), 2);
 }
 
 TEST(AugmentErrors, BadOpsThroughTheTensorApi) {

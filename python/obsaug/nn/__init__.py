@@ -5,11 +5,10 @@
 integer ``(dx, dy)`` in ``[-pad, pad]^2`` with replicated borders (DrQ-v2
 samples the same distribution through ``grid_sample`` on a padded image and
 requires square frames; this does not). It works under
-``torch.compile(fullgraph=True)``. Each call returns a tensor that nothing
-else holds, as a fresh allocation would; its memory comes from the outputs
-of earlier calls that their users have released (up to four are kept, shared
-by all RandomShift modules), so a training loop does not page-fault a new
-output into memory on every call.
+``torch.compile(fullgraph=True)``. Each call returns a new tensor (on the
+CPU a large one reuses the memory of an earlier output its caller released,
+obsaug.ops' fresh outputs, so a training loop does not page-fault a new
+output into memory on every call).
 
 ``random_overlay(x)``, ``random_shift(x, pad=4)`` and ``random_crop(x, size=84)``
 have the signatures of DMControl-GB's ``augmentations.py`` and take its
@@ -39,7 +38,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch
 
-from .. import _C, locations, ops
+from .. import locations, ops
 from . import _steps
 
 __all__ = ["RandomShift", "random_overlay", "random_shift", "random_crop", "random_conv",
@@ -47,10 +46,6 @@ __all__ = ["RandomShift", "random_overlay", "random_shift", "random_crop", "rand
 
 
 # --- RandomShift -------------------------------------------------------------
-
-# RandomShift's outputs: a released one is handed out again (see the module doc).
-_shift_outputs = _C.OutputRecycler(4)
-
 
 @torch.library.custom_op("obsaug_nn::counted_shift", mutates_args=("step",))
 def _counted_shift(x: torch.Tensor, step: torch.Tensor, seed: int, pad: int) -> torch.Tensor:
@@ -61,8 +56,7 @@ def _counted_shift(x: torch.Tensor, step: torch.Tensor, seed: int, pad: int) -> 
     """
     current = int(step.item())
     step.add_(1)
-    out = _shift_outputs.take(list(x.shape), x.dtype, x.device)
-    return ops.shift(x, seed=seed, step=current, pad=pad, out=out)
+    return ops.shift(x, seed=seed, step=current, pad=pad)
 
 
 @_counted_shift.register_fake
