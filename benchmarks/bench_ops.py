@@ -10,13 +10,25 @@ frames with a 1-channel pool) and batch size B, it times side by side:
   obsaug in place obsaug.ops.augment(obs, pool, ops=[shift pad 4, overlay 0.5],
                   inplace=True): one fused pass
   obsaug out      the same, out of place (allocates the output each call)
+  obsaug out=     the same into a preallocated tensor (out=)
+  obsaug reuse    the same through an obsaug.Engine with output.reuse (the
+                  engine keeps its output between calls; its pool is the
+                  embedded photos, P = 256, never refreshed)
   eager           the same two ops in plain PyTorch as DMControl-GB writes them,
                   with the pool preloaded on the device: random_shift
                   (F.pad replicate + view_as_windows gather crop, random_crop
                   from DMControl-GB/RAD, verbatim) then random_overlay
                   (index_select of random pool images, float blend, back to uint8)
   obsaug shift f32  obsaug.ops.shift(x, pad=4) on float32 input, out of place
+  obsaug shift f32 out=  the same into a preallocated tensor
+  nn.RandomShift  obsaug.nn.RandomShift(4) on float32 input (DrQ-v2's semantics;
+                  it hands out again the outputs the caller released)
   DrQ-v2 shift    DrQ-v2's RandomShiftsAug (replicate pad + grid_sample) on float32
+  f32 copy        fdst.copy_(fsrc) of float32 tensors of the batch's shape: the
+                  floor of the float32-output rows, measured in the same run
+  f32 affine      the fused shift+overlay on the uint8 batch with float32
+                  output, v * (1/255) - 0.5 (DrQ-v2's encoder scaling), out of
+                  place and into out=
   kornia crop     DrQ's nn.Sequential(ReplicationPad2d(4), kornia RandomCrop) on
                   float32 (when kornia is installed; by default on CUDA only, see --kornia)
 
@@ -32,8 +44,10 @@ Bytes counted (GB/s = bytes / time, 1 GB = 1e9 bytes), N = B*S*C*H*W:
                            distractor of C channels per sample, shared by its
                            S frames); the eager row is credited the same
                            useful bytes (it moves several times more)
-  shift f32 rows:          2*N*4      (read + write float32)
+  shift f32 rows, f32 copy: 2*N*4    (read + write float32)
+  f32 affine:              N + B*C*H*W + 4*N  (read uint8 + distractor + write float32)
 "x copy" = t_copy / t_method (1.0 = as fast as copying the uint8 batch once);
+for the float32-output rows it is t_f32copy / t_method (the float32 copy);
 "speedup" = t_baseline / t_obsaug, baseline = eager for the fused uint8 rows
 and DrQ-v2 RandomShiftsAug for the f32 shift row.
 
@@ -58,6 +72,7 @@ from baselines import RandomShiftsAug, dmcgb_random_shift
 from harness import Method
 
 obsaug = harness.import_obsaug()
+import obsaug.nn  # noqa: E402
 
 try:
     import kornia
@@ -100,6 +115,19 @@ def kornia_drq_aug(h, w):
     return nn.Sequential(nn.ReplicationPad2d(PAD), kornia.augmentation.RandomCrop((h, w)))
 
 
+def reuse_engine(device: torch.device, stack: int, channels: int, h: int, w: int, seed: int):
+    """An Engine running OBSAUG_OPS with output.reuse over the embedded photos
+    (P = 256, filled once, never refreshed)."""
+    return obsaug.Engine({
+        "device": str(device), "seed": seed,
+        "frames": {"stack": stack, "channels": channels, "height": h, "width": w},
+        "pipeline": OBSAUG_OPS,
+        "pool": {"size": 256, "sources": [obsaug.nn.default_photos()],
+                 "refresh": {"threads": 0}},
+        "output": {"reuse": True},
+    })
+
+
 def run_config(device: torch.device, frames: str, channels: Optional[int], batch: int,
                pool_size: int, rounds: int, warmup: int, min_time: float,
                use_kornia: bool, seed: int) -> List[Dict]:
@@ -116,7 +144,12 @@ def run_config(device: torch.device, frames: str, channels: Optional[int], batch
     dst = torch.empty_like(obs)
     pool = pool_cpu.to(device)
     obs_f = obs.float()
+    dst_f = torch.empty_like(obs_f)      # out= of the float rows
+    src_f = obs_f.clone()                # the float32 copy's source
+    dst_f_copy = torch.empty_like(obs_f)
     drqv2 = RandomShiftsAug(PAD)
+    nn_shift = obsaug.nn.RandomShift(PAD, seed=seed)
+    engine = reuse_engine(device, sc // c, c, h, w, seed)
     kaug = kornia_drq_aug(h, w).to(device) if (use_kornia and kornia is not None) else None
 
     eager_label = "eager PyTorch shift+overlay (DMC-GB)"
@@ -139,6 +172,8 @@ def run_config(device: torch.device, frames: str, channels: Optional[int], batch
     n = obs.numel()
     fused_bytes = 2 * n + batch * c * h * w
     f32_bytes = 2 * n * 4
+    affine_bytes = n + batch * c * h * w + 4 * n
+    affine = dict(out_dtype=torch.float32, scale=1 / 255, bias=-0.5)
     step = [0]
 
     def obsaug_inplace():
@@ -149,9 +184,26 @@ def run_config(device: torch.device, frames: str, channels: Optional[int], batch
         step[0] += 1
         return obsaug.ops.augment(obs, pool, ops=OBSAUG_OPS, seed=seed, step=step[0])
 
+    def obsaug_out_into():
+        step[0] += 1
+        return obsaug.ops.augment(obs, pool, ops=OBSAUG_OPS, seed=seed, step=step[0], out=dst)
+
     def obsaug_shift_f32():
         step[0] += 1
         return obsaug.ops.shift(obs_f, seed=seed, step=step[0], pad=PAD)
+
+    def obsaug_shift_f32_into():
+        step[0] += 1
+        return obsaug.ops.shift(obs_f, seed=seed, step=step[0], pad=PAD, out=dst_f)
+
+    def obsaug_affine():
+        step[0] += 1
+        return obsaug.ops.augment(obs, pool, ops=OBSAUG_OPS, seed=seed, step=step[0], **affine)
+
+    def obsaug_affine_into():
+        step[0] += 1
+        return obsaug.ops.augment(obs, pool, ops=OBSAUG_OPS, seed=seed, step=step[0], **affine,
+                                  out=dst_f)
 
     methods = [
         Method("copy", lambda: dst.copy_(src), "copy (floor: dst.copy_(src))", nbytes=2 * n),
@@ -159,25 +211,42 @@ def run_config(device: torch.device, frames: str, channels: Optional[int], batch
                nbytes=fused_bytes, baseline="eager"),
         Method("obsaug_out", obsaug_out, "obsaug shift+overlay out of place",
                nbytes=fused_bytes, baseline="eager"),
+        Method("obsaug_out_into", obsaug_out_into, "obsaug shift+overlay out=",
+               nbytes=fused_bytes, baseline="eager"),
+        Method("obsaug_reuse", lambda: engine.augment(obs), "obsaug shift+overlay Engine reuse",
+               nbytes=fused_bytes, baseline="eager"),
         Method("eager", eager, eager_label, nbytes=fused_bytes),
+        Method("copy_f32", lambda: dst_f_copy.copy_(src_f), "f32 copy (floor: fdst.copy_(fsrc))",
+               nbytes=f32_bytes, floor="copy_f32"),
+        Method("obsaug_affine", obsaug_affine, "obsaug shift+overlay u8->f32 affine out",
+               nbytes=affine_bytes, floor="copy_f32"),
+        Method("obsaug_affine_into", obsaug_affine_into, "obsaug shift+overlay u8->f32 affine out=",
+               nbytes=affine_bytes, floor="copy_f32"),
         Method("obsaug_shift_f32", obsaug_shift_f32, "obsaug shift f32 out of place",
-               nbytes=f32_bytes, baseline="drqv2", uint8=False),
+               nbytes=f32_bytes, baseline="drqv2", floor="copy_f32"),
+        Method("obsaug_shift_f32_into", obsaug_shift_f32_into, "obsaug shift f32 out=",
+               nbytes=f32_bytes, baseline="drqv2", floor="copy_f32"),
+        Method("nn_shift", lambda: nn_shift(obs_f), "obsaug.nn.RandomShift f32",
+               nbytes=f32_bytes, baseline="drqv2", floor="copy_f32"),
         Method("drqv2", lambda: drqv2(obs_f), "DrQ-v2 RandomShiftsAug f32 (grid_sample)",
-               nbytes=f32_bytes, uint8=False),
+               nbytes=f32_bytes, floor="copy_f32"),
     ]
     if kaug is not None:
         methods.append(Method("kornia", lambda: kaug(obs_f), "DrQ pad+kornia RandomCrop f32",
-                              nbytes=f32_bytes, uint8=False))
+                              nbytes=f32_bytes, floor="copy_f32"))
 
-    with torch.no_grad():
-        harness.run_rounds(methods, rounds, device, warmup, min_time)
+    try:
+        with torch.no_grad():
+            harness.run_rounds(methods, rounds, device, warmup, min_time)
+    finally:
+        engine.close()
 
     by_key = {m.key: m for m in methods}
-    t_copy = harness.median(by_key["copy"])
     rows = []
     for m in methods:
         t = harness.median(m)
-        uint8 = m.info.get("uint8", True)
+        floor = m.info.get("floor", "copy")
+        uint8 = floor == "copy"
         base = by_key[m.info["baseline"]] if m.info.get("baseline") else None
         rows.append({
             "device": str(device), "frames": frames, "stack": sc // c, "channels": c,
@@ -188,7 +257,7 @@ def run_config(device: torch.device, frames: str, channels: Optional[int], batch
             "calls_per_round": m.iters, "rounds": len(m.times),
             "samples_per_s": batch / t, "bytes_per_call": m.info["nbytes"],
             "GB_per_s": m.info["nbytes"] / t / 1e9,
-            "x_copy": (t_copy / t) if uint8 else None,
+            "floor": floor, "x_copy": harness.median(by_key[floor]) / t,
             "baseline": m.info.get("baseline"),
             "speedup": (harness.median(base) / t) if base else None,
             "times": m.times,
@@ -221,20 +290,34 @@ def print_table(rows: List[Dict]) -> None:
 
 
 def print_summary(rows: List[Dict]) -> None:
-    print("\nSummary (obsaug fused shift+overlay, uint8; speedups are over the same "
-          "run's baselines):")
-    head = (f"{'device':<7} {'frames':<8} {'B':>5}  {'in place GB/s':>13} {'x copy':>6} "
-            f"{'vs eager':>8}  {'out GB/s':>8} {'vs eager':>8}  {'shift f32 vs DrQ-v2':>19}")
-    print(head)
-    print("-" * len(head))
+    """Two summaries: where the uint8 result goes (x copy), and the float paths
+    (x the float32 copy; speedup over DrQ-v2's RandomShiftsAug)."""
     groups: Dict[tuple, Dict[str, Dict]] = {}
     for r in rows:
         groups.setdefault((r["device"], r["frames"], r["batch"]), {})[r["method"]] = r
+    print("\nSummary 1: fused shift+overlay, uint8, x copy (t_copy / t; 1.0 = one copy of the "
+          "batch), and vs eager:")
+    head = (f"{'device':<7} {'frames':<8} {'B':>5}  {'in place':>8} {'out':>6} {'out=':>6} "
+            f"{'reuse':>6}  {'in place vs eager':>17}")
+    print(head)
+    print("-" * len(head))
     for (dev, frames, b), g in groups.items():
-        ip, op, sh = g["obsaug_inplace"], g["obsaug_out"], g["obsaug_shift_f32"]
-        print(f"{dev:<7} {frames:<8} {b:>5}  {ip['GB_per_s']:>13.2f} {ip['x_copy']:>6.2f} "
-              f"{ip['speedup']:>7.2f}x  {op['GB_per_s']:>8.2f} {op['speedup']:>7.2f}x  "
-              f"{sh['speedup']:>18.2f}x")
+        x = {k: g[k]["x_copy"] for k in ("obsaug_inplace", "obsaug_out", "obsaug_out_into",
+                                         "obsaug_reuse")}
+        print(f"{dev:<7} {frames:<8} {b:>5}  {x['obsaug_inplace']:>8.2f} {x['obsaug_out']:>6.2f} "
+              f"{x['obsaug_out_into']:>6.2f} {x['obsaug_reuse']:>6.2f}  "
+              f"{g['obsaug_inplace']['speedup']:>16.2f}x")
+    print("\nSummary 2: float paths. u8->f32 affine (v/255 - 0.5) x f32 copy (t_f32copy / t); "
+          "shift f32 and nn.RandomShift vs DrQ-v2 RandomShiftsAug (t_drqv2 / t):")
+    head = (f"{'device':<7} {'frames':<8} {'B':>5}  {'affine out':>10} {'affine out=':>11}  "
+            f"{'shift out':>9} {'shift out=':>10} {'nn.RandomShift':>14}")
+    print(head)
+    print("-" * len(head))
+    for (dev, frames, b), g in groups.items():
+        print(f"{dev:<7} {frames:<8} {b:>5}  {g['obsaug_affine']['x_copy']:>10.2f} "
+              f"{g['obsaug_affine_into']['x_copy']:>11.2f}  "
+              f"{g['obsaug_shift_f32']['speedup']:>8.2f}x {g['obsaug_shift_f32_into']['speedup']:>9.2f}x "
+              f"{g['nn_shift']['speedup']:>13.2f}x")
 
 
 def main(argv=None) -> int:
@@ -268,8 +351,9 @@ def main(argv=None) -> int:
           f"iqr = interquartile range of the rounds / median")
     print("GB/s counts 1e9 bytes: copy 2*N; fused shift+overlay 2*N + B*C*H*W (one "
           "distractor per sample), the eager row credited the same; f32 shift 8*N; "
-          "N = B*S*C*H*W.\n'x copy' = t_copy/t; 'speedup' = t_baseline/t "
-          "(baseline: eager for the fused rows, DrQ-v2 RandomShiftsAug for shift f32).\n")
+          "u8->f32 affine N + B*C*H*W + 4*N; N = B*S*C*H*W.\n'x copy' = t_copy/t (float32 "
+          "rows: t_f32copy/t); 'speedup' = t_baseline/t (baseline: eager for the fused rows, "
+          "DrQ-v2 RandomShiftsAug for the f32 shift rows).\n")
 
     rows: List[Dict] = []
     t_start = time.perf_counter()

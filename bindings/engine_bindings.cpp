@@ -81,7 +81,7 @@ py::dict config_dict(const Config& c) {
   pool["sources"] = py::cast(c.pool.sources);
   pool["refresh"] = refresh;
   const py::dict output("dtype"_a = to_string(c.output.dtype), "scale"_a = c.output.scale,
-                        "bias"_a = c.output.bias);
+                        "bias"_a = c.output.bias, "reuse"_a = c.output.reuse);
   return py::dict("device"_a = c.device, "seed"_a = c.seed, "frames"_a = frames,
                   "pipeline"_a = pipeline, "pool"_a = pool, "output"_a = output);
 }
@@ -101,34 +101,57 @@ EngineState state_from_dict(const py::dict& d) {
   return s;
 }
 
+// A loaded config with Engine(reuse_output=...) applied (None keeps the config's).
+Config with_reuse(Config config, std::optional<bool> reuse_output) {
+  if (reuse_output) config.output.reuse = *reuse_output;
+  return config;
+}
+
+// An optional out= tensor as the C++ API takes it (undefined = none).
+at::Tensor out_tensor(const std::optional<at::Tensor>& out) { return out.value_or(at::Tensor()); }
+
 }  // namespace
 
 void bind_engine(py::module& m) {
   py::class_<Engine>(m, "Engine", "Native obsaug engine; use obsaug.Engine.")
       .def_static(
           "from_file",
-          [](const std::string& path, int rank, int world_size) {
+          [](const std::string& path, int rank, int world_size, std::optional<bool> reuse_output) {
             py::gil_scoped_release release;  // config load + pool fill
-            return std::make_unique<Engine>(load_config_file(path),
+            return std::make_unique<Engine>(with_reuse(load_config_file(path), reuse_output),
                                             DistributedRank{rank, world_size});
           },
-          py::arg("path"), py::arg("rank") = 0, py::arg("world_size") = 1)
+          py::arg("path"), py::arg("rank") = 0, py::arg("world_size") = 1,
+          py::arg("reuse_output") = py::none())
       .def_static(
           "from_string",
           [](const std::string& text, const std::string& origin, const std::string& base_dir,
-             int rank, int world_size) {
+             int rank, int world_size, std::optional<bool> reuse_output) {
             py::gil_scoped_release release;
-            return std::make_unique<Engine>(load_config_string(text, origin, base_dir),
-                                            DistributedRank{rank, world_size});
+            return std::make_unique<Engine>(
+                with_reuse(load_config_string(text, origin, base_dir), reuse_output),
+                DistributedRank{rank, world_size});
           },
           py::arg("text"), py::arg("origin") = "<string>", py::arg("base_dir") = "",
-          py::arg("rank") = 0, py::arg("world_size") = 1)
-      .def("augment", &Engine::augment, py::arg("obs"), py::arg("step") = py::none(),
-           py::call_guard<py::gil_scoped_release>())
+          py::arg("rank") = 0, py::arg("world_size") = 1, py::arg("reuse_output") = py::none())
+      .def(
+          "augment",
+          [](Engine& e, const at::Tensor& obs, std::optional<uint64_t> step,
+             const std::optional<at::Tensor>& out) {
+            return e.augment(obs, step, out_tensor(out));
+          },
+          py::arg("obs"), py::arg("step") = py::none(), py::arg("out") = py::none(),
+          py::call_guard<py::gil_scoped_release>())
+      .def(
+          "gather_augment",
+          [](Engine& e, const at::Tensor& storage, const at::Tensor& indices,
+             std::optional<uint64_t> step, const std::optional<at::Tensor>& out) {
+            return e.gather_augment(storage, indices, step, /*check_indices=*/true,
+                                    out_tensor(out));
+          },
+          py::arg("storage"), py::arg("indices"), py::arg("step") = py::none(),
+          py::arg("out") = py::none(), py::call_guard<py::gil_scoped_release>())
       .def("augment_", &Engine::augment_, py::arg("obs"), py::arg("step") = py::none(),
-           py::call_guard<py::gil_scoped_release>())
-      .def("gather_augment", &Engine::gather_augment, py::arg("storage"), py::arg("indices"),
-           py::arg("step") = py::none(), py::arg("check_indices") = true,
            py::call_guard<py::gil_scoped_release>())
       .def("gather_augment_for", &Engine::gather_augment_for, py::arg("storage"),
            py::arg("indices"), py::arg("seed"), py::arg("step"), py::arg("sample_ids"),

@@ -17,9 +17,16 @@ inline void register_backend(torch::Library& m) {
   m.impl("crop", &crop);
   m.impl("overlay", &overlay);
   m.impl("overlay_", &overlay_);
-  for (const OpSchema& op : op_schemas())
-    if (declared_from_schema(op))
-      m.impl(op.name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_single_op>());
+  m.impl("augment_out", &augment_out);
+  m.impl("gather_augment_out", &gather_augment_out);
+  m.impl("shift_out", &shift_out);
+  m.impl("crop_out", &crop_out);
+  m.impl("overlay_out", &overlay_out);
+  for (const OpSchema& op : op_schemas()) {
+    if (!declared_from_schema(op)) continue;
+    m.impl(op.name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_single_op>());
+    m.impl((op.name + "_out").c_str(), torch::CppFunction::makeFromBoxedFunction<&run_single_op>());
+  }
 }
 
 }  // namespace obsaug::bindings

@@ -36,18 +36,56 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                              sample_ids);
 }
 
+void augment_out(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
+                 const std::string& pipeline, int64_t seed, int64_t step,
+                 std::optional<at::ScalarType> out_dtype, double scale, double bias,
+                 const at::Tensor& out) {
+  ops::augment(obs, pool, parse_pipeline(pipeline), static_cast<uint64_t>(seed),
+               static_cast<uint64_t>(step), ops::OutputOptions{out_dtype, scale, bias, out});
+}
+
+void gather_augment_out(const at::Tensor& storage, const at::Tensor& indices,
+                        const std::optional<at::Tensor>& pool, const std::string& pipeline,
+                        int64_t seed, int64_t step, std::optional<at::ScalarType> out_dtype,
+                        double scale, double bias, const std::optional<at::Tensor>& sample_ids,
+                        const at::Tensor& out) {
+  ops::gather_augment(storage, indices, pool, parse_pipeline(pipeline), static_cast<uint64_t>(seed),
+                      static_cast<uint64_t>(step), ops::OutputOptions{out_dtype, scale, bias, out},
+                      /*check_indices=*/true, sample_ids);
+}
+
 at::Tensor shift(const at::Tensor& obs, int64_t seed, int64_t step, int64_t pad,
                  const std::string& padding, int64_t op_index) {
   return ops::shift(obs, static_cast<uint64_t>(seed), static_cast<uint64_t>(step), pad, padding,
                     op_index);
 }
 
-at::Tensor crop(const at::Tensor& obs, int64_t seed, int64_t step, at::IntArrayRef size,
-                bool center, int64_t op_index) {
+void shift_out(const at::Tensor& obs, int64_t seed, int64_t step, int64_t pad,
+               const std::string& padding, int64_t op_index, const at::Tensor& out) {
+  ops::shift(obs, static_cast<uint64_t>(seed), static_cast<uint64_t>(step), pad, padding, op_index,
+             out);
+}
+
+namespace {
+
+at::Tensor checked_crop(const at::Tensor& obs, int64_t seed, int64_t step, at::IntArrayRef size,
+                        bool center, int64_t op_index, const at::Tensor& out) {
   TORCH_CHECK_VALUE(size.size() == 1 || size.size() == 2, "crop: size must be N or (H, W), got ",
                     size);
   return ops::crop(obs, static_cast<uint64_t>(seed), static_cast<uint64_t>(step), size.front(),
-                   size.back(), center, op_index);
+                   size.back(), center, op_index, out);
+}
+
+}  // namespace
+
+at::Tensor crop(const at::Tensor& obs, int64_t seed, int64_t step, at::IntArrayRef size,
+                bool center, int64_t op_index) {
+  return checked_crop(obs, seed, step, size, center, op_index, {});
+}
+
+void crop_out(const at::Tensor& obs, int64_t seed, int64_t step, at::IntArrayRef size, bool center,
+              int64_t op_index, const at::Tensor& out) {
+  checked_crop(obs, seed, step, size, center, op_index, out);
 }
 
 at::Tensor overlay(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, int64_t step,
@@ -55,6 +93,13 @@ at::Tensor overlay(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, 
                    int64_t op_index) {
   return ops::overlay(obs, pool, static_cast<uint64_t>(seed), static_cast<uint64_t>(step), alpha,
                       alpha_max, per_frame, op_index);
+}
+
+void overlay_out(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, int64_t step,
+                 double alpha, std::optional<double> alpha_max, bool per_frame, int64_t op_index,
+                 const at::Tensor& out) {
+  ops::overlay(obs, pool, static_cast<uint64_t>(seed), static_cast<uint64_t>(step), alpha,
+               alpha_max, per_frame, op_index, out);
 }
 
 void overlay_(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, int64_t step,
@@ -107,40 +152,50 @@ std::vector<const KeySpec*> own_keys(const OpSchema& op) {
 
 }  // namespace
 
-std::string single_op_declaration(const OpSchema& op) {
-  std::string out = op.name + "(Tensor obs, int seed, int step";
+std::string single_op_declaration(const OpSchema& op, bool out_form) {
+  std::string out = op.name + (out_form ? "_out" : "") + "(Tensor obs, int seed, int step";
   for (const KeySpec* key : own_keys(op)) {
     out += std::string(", ") + name_of(kSchemaTypes, key->type, "?") + " " + key->name;
     if (!key->required) out += "=" + schema_default(*key);
   }
-  return out + ", int op_index=0) -> Tensor";
+  return out +
+         (out_form ? ", int op_index=0, *, Tensor(a!) out) -> ()" : ", int op_index=0) -> Tensor");
 }
 
 void run_single_op(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
   const std::string& full_name = handle.schema().name();
-  const OpSchema* schema = find_op_schema(full_name.substr(full_name.find("::") + 2));
+  std::string name = full_name.substr(full_name.find("::") + 2);
+  const OpSchema* schema = find_op_schema(name);
+  const bool out_form = schema == nullptr && name.size() > 4 &&
+                        name.compare(name.size() - 4, 4, "_out") == 0 &&
+                        (schema = find_op_schema(name.substr(0, name.size() - 4))) != nullptr;
   TORCH_CHECK(schema != nullptr, "no obsaug op schema for ", full_name);
   const std::vector<const KeySpec*> keys = own_keys(*schema);
-  const size_t n_args = 3 + keys.size() + 1;
+  const size_t n_args = 3 + keys.size() + 1 + (out_form ? 1 : 0);
   auto args = torch::jit::last(*stack, n_args);
   OpSpec spec(schema->kind);
   for (size_t i = 0; i < keys.size(); ++i)
     spec.set(keys[i]->name, key_value(*keys[i], args[3 + i], schema->name));
-  spec.at_index(args[n_args - 1].toInt());
+  spec.at_index(args[3 + keys.size()].toInt());
   const at::Tensor obs = args[0].toTensor();
   const uint64_t seed = static_cast<uint64_t>(args[1].toInt());
   const uint64_t step = static_cast<uint64_t>(args[2].toInt());
+  ops::OutputOptions output;
+  if (out_form) output.out = args[n_args - 1].toTensor();
+  const at::Tensor result = ops::augment(obs, std::nullopt, {spec}, seed, step, output);
   torch::jit::drop(*stack, n_args);
-  torch::jit::push(*stack, ops::augment(obs, std::nullopt, {spec}, seed, step));
+  if (!out_form) torch::jit::push(*stack, result);
 }
 
 }  // namespace obsaug::bindings
 
 TORCH_LIBRARY(obsaug, m) {
   // The second family's single ops, declared from the op schema table.
-  for (const obsaug::OpSchema& op : obsaug::op_schemas())
-    if (obsaug::bindings::declared_from_schema(op))
-      m.def(obsaug::bindings::single_op_declaration(op).c_str());
+  for (const obsaug::OpSchema& op : obsaug::op_schemas()) {
+    if (!obsaug::bindings::declared_from_schema(op)) continue;
+    m.def(obsaug::bindings::single_op_declaration(op, /*out_form=*/false).c_str());
+    m.def(obsaug::bindings::single_op_declaration(op, /*out_form=*/true).c_str());
+  }
   m.def(
       "augment(Tensor obs, Tensor? pool, str pipeline, int seed, int step, "
       "ScalarType? out_dtype=None, float scale=1.0, float bias=0.0) -> Tensor");
@@ -149,6 +204,23 @@ TORCH_LIBRARY(obsaug, m) {
       "int step, ScalarType? out_dtype=None, float scale=1.0, float bias=0.0, "
       "Tensor? sample_ids=None) -> Tensor");
   m.def("augment_(Tensor(a!) obs, Tensor? pool, str pipeline, int seed, int step) -> ()");
+  // The out= forms: the functional form's arguments, then the caller's tensor.
+  m.def(
+      "augment_out(Tensor obs, Tensor? pool, str pipeline, int seed, int step, "
+      "ScalarType? out_dtype=None, float scale=1.0, float bias=0.0, *, Tensor(a!) out) -> ()");
+  m.def(
+      "gather_augment_out(Tensor storage, Tensor indices, Tensor? pool, str pipeline, int seed, "
+      "int step, ScalarType? out_dtype=None, float scale=1.0, float bias=0.0, "
+      "Tensor? sample_ids=None, *, Tensor(a!) out) -> ()");
+  m.def(
+      "shift_out(Tensor obs, int seed, int step, int pad=4, str padding=\"replicate\", "
+      "int op_index=0, *, Tensor(a!) out) -> ()");
+  m.def(
+      "crop_out(Tensor obs, int seed, int step, int[] size, bool center=False, int op_index=0, "
+      "*, Tensor(a!) out) -> ()");
+  m.def(
+      "overlay_out(Tensor obs, Tensor pool, int seed, int step, float alpha=0.5, "
+      "float? alpha_max=None, bool per_frame=False, int op_index=0, *, Tensor(a!) out) -> ()");
   m.def(
       "shift(Tensor obs, int seed, int step, int pad=4, str padding=\"replicate\", "
       "int op_index=0) -> Tensor");

@@ -51,7 +51,7 @@ const Keys kTopKeys = {"device", "seed", "frames", "pipeline", "pool", "output"}
 const Keys kFramesKeys = {"stack", "channels", "height", "width"};
 const Keys kPoolKeys = {"size", "image_size", "sources", "refresh"};
 const Keys kRefreshKeys = {"threads", "max_per_second", "mode", "per_call"};
-const Keys kOutputKeys = {"dtype", "scale", "bias"};
+const Keys kOutputKeys = {"dtype", "scale", "bias", "reuse"};
 
 std::string join(const Keys& keys, const char* sep = ", ") {
   std::string out;
@@ -560,6 +560,7 @@ void Loader::load_output(const YAML::Node& node, OutputConfig* output) const {
   const YAML::Node bias = value(node, "bias");
   if (scale) output->scale = get_double("output.scale", scale);
   if (bias) output->bias = get_double("output.bias", bias);
+  if (const YAML::Node v = value(node, "reuse")) output->reuse = get_bool("output.reuse", v);
   if (output->dtype == OutputDtype::kUint8) {
     if (output->scale != 1.0)
       fail("output.scale",
@@ -672,7 +673,7 @@ bool operator==(const Config& a, const Config& b) {
          pa.refresh.max_per_second == pb.refresh.max_per_second &&
          pa.refresh.mode == pb.refresh.mode && pa.refresh.per_call == pb.refresh.per_call &&
          a.output.dtype == b.output.dtype && a.output.scale == b.output.scale &&
-         a.output.bias == b.output.bias;
+         a.output.bias == b.output.bias && a.output.reuse == b.output.reuse;
 }
 
 Config load_config_file(const std::string& path) {
@@ -725,7 +726,8 @@ std::string describe(const Config& config) {
       << ", mode: " << to_string(p.refresh.mode) << ", per_call: " << p.refresh.per_call << "}\n";
   out << "output: {dtype: " << to_string(config.output.dtype)
       << ", scale: " << format_number(config.output.scale)
-      << ", bias: " << format_number(config.output.bias) << "}\n";
+      << ", bias: " << format_number(config.output.bias)
+      << ", reuse: " << (config.output.reuse ? "true" : "false") << "}\n";
   return out.str();
 }
 

@@ -18,7 +18,7 @@
 //     image_size: [84, 84]      # default: the frame size the overlay sees
 //     sources: []               # directories, .txt lists, .tar shards; required with an overlay
 //     refresh: {threads: 1, max_per_second: 0, mode: async, per_call: 8}
-//   output: {dtype: uint8, scale: 1.0, bias: 0.0}   # scale/bias need dtype float32
+//   output: {dtype: uint8, scale: 1.0, bias: 0.0, reuse: false}   # scale/bias need dtype float32
 //
 // Loading is strict: an unknown key (with the nearest known key suggested), a
 // wrong type, an out-of-range value, a missing required key or a source path
@@ -97,6 +97,10 @@ struct OutputConfig {
   // float32 output only: out = v * scale + bias (e.g. 1/255 and -0.5 for DrQ-v2).
   double scale = 1.0;
   double bias = 0.0;
+  // Keep the output tensors between calls instead of allocating one per call
+  // (engine/engine.h, "Reused outputs"): a result is valid until the next
+  // call that writes the same buffer.
+  bool reuse = false;
 };
 
 struct Config {

@@ -19,13 +19,16 @@
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
+#include <array>
 #include <cstdio>
+#include <list>
 #include <mutex>
 #include <stdexcept>
 #include <utility>
 
 #include "engine/pool/distractor_pool.h"
 #include "kernels/augment.h"
+#include "kernels/output_tensor.h"
 #include "kernels/tensor_text.h"
 
 namespace obsaug {
@@ -85,6 +88,38 @@ DistractorPoolOptions pool_options(const Config& config, const c10::Device& devi
   return o;
 }
 
+// The buffers of config.output.reuse (engine.h, "Outputs"): per site, the
+// most recently used first, at most kShapesPerSite.
+class ReusedOutputs {
+ public:
+  static constexpr size_t kShapesPerSite = 4;
+
+  // The site's buffer of this shape, dtype and device (made on first use).
+  at::Tensor get(OutputSite site, at::IntArrayRef shape, const at::TensorOptions& options) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::list<at::Tensor>& buffers = sites_[static_cast<size_t>(site)];
+    for (auto it = buffers.begin(); it != buffers.end(); ++it) {
+      if (it->sizes() == shape && it->dtype() == options.dtype() &&
+          it->device() == options.device()) {
+        buffers.splice(buffers.begin(), buffers, it);
+        return buffers.front();
+      }
+    }
+    buffers.push_front(ops::fresh_output(shape, options));
+    if (buffers.size() > kShapesPerSite) buffers.pop_back();
+    return buffers.front();
+  }
+
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (std::list<at::Tensor>& buffers : sites_) buffers.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::array<std::list<at::Tensor>, 4> sites_;  // indexed by OutputSite
+};
+
 }  // namespace
 
 struct Engine::Impl {
@@ -100,6 +135,7 @@ struct Engine::Impl {
   std::atomic<uint64_t> samples{0};
   std::atomic<bool> closed{false};
   mutable std::shared_mutex mu;
+  ReusedOutputs reused;  // used when config.output.reuse
 
   Impl(Config c, DistributedRank r)
       : config(std::move(c)),
@@ -182,6 +218,22 @@ struct Engine::Impl {
     return config.output.dtype == OutputDtype::kFloat32 ? float_output : ops::OutputOptions{};
   }
 
+  // output() with where the result goes: the caller's `out`, else a reused
+  // buffer of `site` for a result [batch, channels, out_h, out_w] of
+  // `input`'s dtype and device (config.output.reuse), else a fresh tensor.
+  ops::OutputOptions output_into(const at::Tensor& out, OutputSite site, const at::Tensor& input,
+                                 int64_t batch, int64_t channels) {
+    ops::OutputOptions o = output();
+    if (out.defined()) {
+      o.out = out;
+    } else if (config.output.reuse && batch > 0) {
+      const FrameSize size = frame_sizes(config.pipeline, {input.size(2), input.size(3)}).back();
+      o.out = reused.get(site, {batch, channels, size.height, size.width},
+                         input.options().dtype(o.dtype.value_or(input.scalar_type())));
+    }
+    return o;
+  }
+
   void check_storage(const at::Tensor& storage, const at::Tensor& indices) const {
     const std::string where = "Engine.gather_augment: ";
     if (!storage.defined() || !indices.defined()) {
@@ -235,13 +287,16 @@ Engine& Engine::operator=(Engine&& other) noexcept {
   return *this;
 }
 
-at::Tensor Engine::augment(const at::Tensor& obs, std::optional<uint64_t> step) {
+at::Tensor Engine::augment(const at::Tensor& obs, std::optional<uint64_t> step,
+                           const at::Tensor& out) {
   if (!impl_) throw std::logic_error("engine is closed");
   Impl& d = *impl_;
   d.check_open();
   d.check_obs(obs, "augment");
+  const ops::OutputOptions output =
+      d.output_into(out, OutputSite::kAugment, obs, obs.size(0), obs.size(1));
   return d.call(obs.size(0), step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
-    return ops::augment(obs, pool, d.config.pipeline, d.seed, s, d.output());
+    return ops::augment(obs, pool, d.config.pipeline, d.seed, s, output);
   });
 }
 
@@ -257,14 +312,20 @@ void Engine::augment_(const at::Tensor& obs, std::optional<uint64_t> step) {
 }
 
 at::Tensor Engine::gather_augment(const at::Tensor& storage, const at::Tensor& indices,
-                                  std::optional<uint64_t> step, bool check_indices) {
+                                  std::optional<uint64_t> step, bool check_indices,
+                                  const at::Tensor& out, OutputSite site) {
   if (!impl_) throw std::logic_error("engine is closed");
   Impl& d = *impl_;
   d.check_open();
   d.check_storage(storage, indices);
   if (check_indices) ops::check_gather_indices(storage, indices);  // before the step is taken
+  // (indices of another rank than 2 are left to ops::gather_augment's message)
+  const ops::OutputOptions output =
+      indices.dim() == 2
+          ? d.output_into(out, site, storage, indices.size(0), indices.size(1) * storage.size(1))
+          : d.output_into(out, site, storage, 0, 0);
   return d.call(indices.size(0), step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
-    return ops::gather_augment(storage, indices, pool, d.config.pipeline, d.seed, s, d.output(),
+    return ops::gather_augment(storage, indices, pool, d.config.pipeline, d.seed, s, output,
                                /*check_indices=*/false);
   });
 }
@@ -380,6 +441,7 @@ void Engine::close() {
   Impl& d = *impl_;
   std::unique_lock<std::shared_mutex> lock(d.mu);  // waits for augment calls in flight
   if (d.closed.exchange(true)) return;
+  d.reused.clear();
   if (d.pool) d.pool->close();
 }
 

@@ -16,6 +16,19 @@
 // stream (callers on different streams must synchronise those streams).
 // stats(), step(), config() may be called from any thread; close() and
 // load_state() from one thread while no augment call is in flight.
+//
+// Outputs: augment / gather_augment return a fresh tensor per call, or write
+// into a caller's `out` (checked as ops::OutputOptions::out says). With
+// config.output.reuse, a call without `out` returns a tensor the engine
+// keeps: one per (OutputSite, shape, dtype, device), the four most recently
+// used shapes per site; a result stays valid until the next call of the same
+// site with the same shape, dtype and device, which overwrites and returns
+// the same storage. The sites never share buffers, so the obs and next_obs
+// of a replay sample (kSampleObs, kSampleNextObs) and a plain augment never
+// alias each other. Concurrent calls of one site would write one buffer:
+// with reuse, each site is called from one thread at a time. On CUDA the
+// buffer is rewritten in stream order (callers on one stream need no sync).
+// close() drops the buffers.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -78,6 +91,10 @@ struct DistributedRank {
   int world_size = 1;
 };
 
+// Which result a reused output buffer holds (config.output.reuse): each site
+// keeps its own buffers.
+enum class OutputSite { kAugment, kGather, kSampleObs, kSampleNextObs };
+
 class Engine {
  public:
   // Builds (and fills) the pool when the pipeline overlays.
@@ -91,8 +108,10 @@ class Engine {
 
   // obs: [B, S*C, H, W] uint8 or float32 on the engine's device, with the
   // configured C, H, W (S may be any positive number). Out of place, output
-  // dtype/scale/bias from config.output.
-  at::Tensor augment(const at::Tensor& obs, std::optional<uint64_t> step = std::nullopt);
+  // dtype/scale/bias from config.output; into `out` when it is defined, else
+  // into a reused buffer (config.output.reuse) or a fresh tensor.
+  at::Tensor augment(const at::Tensor& obs, std::optional<uint64_t> step = std::nullopt,
+                     const at::Tensor& out = {});
   // In place (the pipeline must keep the frame size; output options ignored).
   void augment_(const at::Tensor& obs, std::optional<uint64_t> step = std::nullopt);
 
@@ -100,9 +119,12 @@ class Engine {
   // on the engine's device) by int64 indices [B, S] and augments them in one
   // pass (ops::gather_augment), with the step and output options of augment.
   // check_indices = false skips the range check (one sync on CUDA) for
-  // callers that made the indices themselves (the replay buffer).
+  // callers that made the indices themselves (the replay buffer). `out` as
+  // for augment; `site` picks the reused buffer (the replay buffer passes
+  // kSampleObs / kSampleNextObs).
   at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
-                            std::optional<uint64_t> step = std::nullopt, bool check_indices = true);
+                            std::optional<uint64_t> step = std::nullopt, bool check_indices = true,
+                            const at::Tensor& out = {}, OutputSite site = OutputSite::kGather);
 
   // gather_augment for another rank's draws (obsaug.distributed): the
   // requester's Philox key `seed` and `step` (the counter is not advanced),

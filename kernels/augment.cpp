@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "kernels/augment_cpu.h"
+#include "kernels/output_tensor.h"
 #include "kernels/tensor_text.h"
 
 #ifdef OBSAUG_WITH_CUDA
@@ -253,9 +254,11 @@ at::Tensor augment(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
                    const OutputOptions& output) {
   const Prepared prepared = prepare(obs, pool, pipeline, seed, step);
   const at::ScalarType dtype = output_dtype(obs, output);
+  at::Tensor out = output_tensor(
+      output.out, {obs.size(0), obs.size(1), prepared.desc.out_h, prepared.desc.out_w},
+      obs.options().dtype(dtype), {{"obs", &obs}, {"pool", pool ? &*pool : nullptr}},
+      "(inplace=True, augment_)");
   const at::Tensor in = obs.contiguous();
-  at::Tensor out = at::empty({obs.size(0), obs.size(1), prepared.desc.out_h, prepared.desc.out_w},
-                             obs.options().dtype(dtype));
   dispatch(prepared.desc, in, out, prepared.pool ? &*prepared.pool : nullptr, output);
   return out;
 }
@@ -339,9 +342,11 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
   g.frame_channels = channels;
   prepared.desc = resolve_pipeline(pipeline, g, seed, step);
   const at::ScalarType dtype = output_dtype(storage, output);
-  at::Tensor out = at::empty(
+  at::Tensor out = output_tensor(
+      output.out,
       {indices.size(0), indices.size(1) * channels, prepared.desc.out_h, prepared.desc.out_w},
-      storage.options().dtype(dtype));
+      storage.options().dtype(dtype),
+      {{"storage", &storage}, {"indices", &indices}, {"pool", pool ? &*pool : nullptr}}, nullptr);
   if (out.numel() == 0) return out;
   const at::Tensor source = storage.contiguous();
   dispatch(prepared.desc, source, out, prepared.pool ? &*prepared.pool : nullptr, output, &index,
@@ -350,21 +355,22 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
 }
 
 at::Tensor shift(const at::Tensor& obs, uint64_t seed, uint64_t step, int64_t pad,
-                 const std::string& padding, int64_t op_index) {
-  return augment(obs, std::nullopt, {OpSpec::shift(pad, padding).at_index(op_index)}, seed, step);
+                 const std::string& padding, int64_t op_index, const at::Tensor& out) {
+  return augment(obs, std::nullopt, {OpSpec::shift(pad, padding).at_index(op_index)}, seed, step,
+                 {std::nullopt, 1.0, 0.0, out});
 }
 
 at::Tensor crop(const at::Tensor& obs, uint64_t seed, uint64_t step, int64_t height, int64_t width,
-                bool center, int64_t op_index) {
+                bool center, int64_t op_index, const at::Tensor& out) {
   return augment(obs, std::nullopt, {OpSpec::crop(height, width, center).at_index(op_index)}, seed,
-                 step);
+                 step, {std::nullopt, 1.0, 0.0, out});
 }
 
 at::Tensor overlay(const at::Tensor& obs, const at::Tensor& pool, uint64_t seed, uint64_t step,
-                   double alpha, std::optional<double> alpha_max, bool per_frame,
-                   int64_t op_index) {
+                   double alpha, std::optional<double> alpha_max, bool per_frame, int64_t op_index,
+                   const at::Tensor& out) {
   return augment(obs, pool, {OpSpec::overlay(alpha, alpha_max, per_frame).at_index(op_index)}, seed,
-                 step);
+                 step, {std::nullopt, 1.0, 0.0, out});
 }
 
 }  // namespace obsaug::ops

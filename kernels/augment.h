@@ -22,6 +22,12 @@ struct OutputOptions {
   std::optional<at::ScalarType> dtype;  // uint8 or float32; default: obs's dtype
   double scale = 1.0;                   // float32 output: out = v * scale + bias
   double bias = 0.0;
+  // Where the result goes (out=): undefined = a fresh tensor. A caller's
+  // tensor must have the result's dtype (TypeError otherwise), shape and
+  // device, be contiguous and share no memory with the inputs (ValueError;
+  // augment_ is the in-place form); all checked before anything is written.
+  // The call returns this tensor.
+  at::Tensor out{};
 };
 
 // The fused pipeline, out of place. One read of the input, one write of the output.
@@ -55,13 +61,15 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
 void check_gather_indices(const at::Tensor& storage, const at::Tensor& indices);
 
 // Single ops; `op_index` is k in the Philox counter.
+// `out`, when defined, receives the result as OutputOptions::out says.
 at::Tensor shift(const at::Tensor& obs, uint64_t seed, uint64_t step, int64_t pad = 4,
-                 const std::string& padding = "replicate", int64_t op_index = 0);
+                 const std::string& padding = "replicate", int64_t op_index = 0,
+                 const at::Tensor& out = {});
 at::Tensor crop(const at::Tensor& obs, uint64_t seed, uint64_t step, int64_t height, int64_t width,
-                bool center = false, int64_t op_index = 0);
+                bool center = false, int64_t op_index = 0, const at::Tensor& out = {});
 at::Tensor overlay(const at::Tensor& obs, const at::Tensor& pool, uint64_t seed, uint64_t step,
                    double alpha = 0.5, std::optional<double> alpha_max = std::nullopt,
-                   bool per_frame = false, int64_t op_index = 0);
+                   bool per_frame = false, int64_t op_index = 0, const at::Tensor& out = {});
 
 // Output shape of `pipeline` on `obs`, for callers that preallocate (the
 // Python fake kernels compute the same from the pipeline text).

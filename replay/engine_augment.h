@@ -12,8 +12,10 @@ namespace obsaug {
 inline StackAugment augment_with(Engine& engine) {
   StackAugment augment;
   augment.reserve_steps = [&engine](uint64_t count) { return engine.reserve_steps(count); };
-  augment.gather = [&engine](const at::Tensor& storage, const at::Tensor& indices, uint64_t step) {
-    return engine.gather_augment(storage, indices, step, /*check_indices=*/false);
+  augment.gather = [&engine](const at::Tensor& storage, const at::Tensor& indices, uint64_t step,
+                             bool next_obs) {
+    return engine.gather_augment(storage, indices, step, /*check_indices=*/false, at::Tensor(),
+                                 next_obs ? OutputSite::kSampleNextObs : OutputSite::kSampleObs);
   };
   return augment;
 }

@@ -499,10 +499,10 @@ struct ReplayBuffer::Impl {
     return rows;
   }
 
-  at::Tensor gather(const at::Tensor& index_host, const StackAugment* augment,
-                    uint64_t step) const {
+  at::Tensor gather(const at::Tensor& index_host, const StackAugment* augment, uint64_t step,
+                    bool next_obs) const {
     const at::Tensor index = index_host.to(o.device);
-    if (augment != nullptr) return augment->gather(frames, index, step);
+    if (augment != nullptr) return augment->gather(frames, index, step, next_obs);
     return ops::gather_augment(frames, index, std::nullopt, {}, 0, 0, {}, /*check_indices=*/false);
   }
 };
@@ -592,8 +592,9 @@ ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
   uint64_t step = 0;
   if (augment != nullptr) step = augment->reserve_steps(share_augmentation ? 1 : 2);
   ReplayBatch out;
-  out.obs = d.gather(rows.obs_index, augment, step);
-  out.next_obs = d.gather(rows.next_index, augment, share_augmentation ? step : step + 1);
+  out.obs = d.gather(rows.obs_index, augment, step, /*next_obs=*/false);
+  out.next_obs = d.gather(rows.next_index, augment, share_augmentation ? step : step + 1,
+                          /*next_obs=*/true);
   out.action = rows.action.to(d.o.device);
   out.reward = rows.reward.to(d.o.device);
   out.discount = rows.discount.to(d.o.device);
@@ -703,7 +704,7 @@ void shard_draws(uint64_t seed, uint64_t call, int64_t first_id, int64_t batch,
   if (last_nonempty < 0) throw std::invalid_argument("shard_draws: every shard is empty");
   const uint64_t count = static_cast<uint64_t>(total);  // uniform: the number of transitions
   for (int64_t b = 0; b < batch; ++b) {
-    const Philox4 r = replay_draw(seed, call, static_cast<uint32_t>(first_id + b), 0);
+    const Philox4 r = tree::replay_block(seed, call, static_cast<uint32_t>(first_id + b), 0);
     double t = 0;
     if (prioritized) {
       t = (static_cast<double>(b) + unit(r.v[0])) / static_cast<double>(batch) * total;

@@ -74,7 +74,10 @@ struct PrioritySummary {
 // a storage. replay/engine_augment.h makes one from an obsaug::Engine.
 struct StackAugment {
   std::function<uint64_t(uint64_t count)> reserve_steps;  // first of `count` consecutive steps
-  std::function<at::Tensor(const at::Tensor& storage, const at::Tensor& indices, uint64_t step)>
+  // next_obs: the call gathers the sample's next_obs (else its obs); a
+  // gather that reuses output buffers keeps the two apart.
+  std::function<at::Tensor(const at::Tensor& storage, const at::Tensor& indices, uint64_t step,
+                           bool next_obs)>
       gather;
 };
 

@@ -21,6 +21,16 @@ Data-parallel training: ``Engine(config, rank=r, world_size=n)`` (or
 with ``seed + rank`` (so ranks draw different parameters; rank 0 keeps the
 configured seed) and builds the pool from this rank's disjoint share of the
 sources' files (``pool_files()``). The same config serves every rank.
+
+Outputs: ``augment`` / ``gather_augment`` return a new tensor per call, or
+write into ``out=`` (the result's dtype, shape and device, contiguous, not
+sharing memory with the input; checked). With ``output: {reuse: true}`` in the
+config (or ``Engine(..., reuse_output=True)``) a call without ``out`` returns
+a tensor the engine keeps between calls, one per call site (``augment``,
+``gather_augment``, a replay sample's ``obs``, its ``next_obs``) and shape,
+dtype and device: it stays valid until the next call of the same site with the
+same shape, which overwrites it. Clone what must outlive that call; call each
+site from one thread at a time (docs/engine.md, "Reused outputs").
 """
 from __future__ import annotations
 
@@ -46,12 +56,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _out_arg(out: Any) -> Optional[torch.Tensor]:
+    if out is not None and not isinstance(out, torch.Tensor):
+        raise TypeError(f"out must be a torch.Tensor (or None), got {type(out).__name__}")
+    return out
+
+
 class Engine(Closing):
     """Applies a configured augmentation pipeline to ``[B, S*C, H, W]`` observations."""
 
     def __init__(self, config: Union[str, "os.PathLike[str]", Mapping[str, Any]], *,
                  base_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
-                 rank: int = 0, world_size: int = 1):
+                 rank: int = 0, world_size: int = 1, reuse_output: Optional[bool] = None):
+        """``reuse_output`` (True/False) overrides the config's ``output.reuse``."""
         for name, value in (("rank", rank), ("world_size", world_size)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -59,13 +76,16 @@ class Engine(Closing):
             raise ValueError(f"world_size must be >= 1, got {world_size}")
         if not 0 <= rank < world_size:
             raise ValueError(f"rank must be in [0, world_size) = [0, {world_size}), got {rank}")
+        if reuse_output is not None and not isinstance(reuse_output, bool):
+            raise TypeError(f"reuse_output must be a bool or None, got {type(reuse_output).__name__}")
         if isinstance(config, Mapping):
             text = json.dumps(_plain(config))
             self._native = _C.Engine.from_string(
                 text, "<dict>", os.fspath(base_dir) if base_dir is not None else "",
-                rank, world_size)
+                rank, world_size, reuse_output)
         elif isinstance(config, (str, os.PathLike)):
-            self._native = _C.Engine.from_file(locations.find_config(config), rank, world_size)
+            self._native = _C.Engine.from_file(locations.find_config(config), rank, world_size,
+                                               reuse_output)
         else:
             raise TypeError("config must be a path to a YAML file (str or os.PathLike) or a "
                             f"mapping (dict, DictConfig), got {type(config).__name__}")
@@ -82,9 +102,22 @@ class Engine(Closing):
             rank, world_size = 0, 1
         return cls(config, rank=rank, world_size=world_size, **kwargs)
 
-    def augment(self, obs: torch.Tensor, step: Optional[int] = None) -> torch.Tensor:
-        """The pipeline out of place; dtype, scale and bias from the config's ``output``."""
-        return self._native.augment(obs, step)
+    def augment(self, obs: torch.Tensor, step: Optional[int] = None, *,
+                out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """The pipeline out of place; dtype, scale and bias from the config's ``output``.
+
+        ``out``: write the result there and return it; else a new tensor, or the
+        engine's reused one with ``output.reuse`` (see the module's doc)."""
+        return self._native.augment(obs, step, _out_arg(out))
+
+    def gather_augment(self, storage: torch.Tensor, indices: torch.Tensor,
+                       step: Optional[int] = None, *,
+                       out: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Gathers stacks from a frame storage ``[N, C, H, W]`` (the config's C, H, W, on
+        its device) by int64 ``indices [B, S]`` and augments them in one pass
+        (``obsaug.ops.gather_augment`` with the engine's pipeline, step and output);
+        ``out`` as for :meth:`augment`."""
+        return self._native.gather_augment(storage, indices, step, _out_arg(out))
 
     def augment_(self, obs: torch.Tensor, step: Optional[int] = None) -> torch.Tensor:
         """The pipeline in place (it must keep the frame size); returns ``obs``."""

@@ -6,6 +6,14 @@ op ``k`` draws from Philox4x32-10 with key ``seed`` and counter
 drawn per sample and shared by its stacked frames (``per_frame=True`` draws
 a distractor per frame). Each function is a ``torch.ops.obsaug`` operator
 with a fake kernel, so it traces under ``torch.compile(fullgraph=True)``.
+
+``out=``: every function that returns a new tensor also writes into a
+caller's tensor and returns it (``torch.ops.obsaug.<op>_out``). ``out`` must
+have the result's dtype (else TypeError) and its shape and device, be
+contiguous, and share no memory with the inputs (else ValueError; the
+in-place form is ``inplace=True``); all is checked before anything is
+written. A preallocated ``out`` saves the allocation of a fresh result (and,
+on the CPU, page-faulting it in) on every call.
 """
 from __future__ import annotations
 
@@ -157,6 +165,13 @@ def _output_hw(h: Any, w: Any, text: str) -> Tuple[Any, Any]:
     return (h if out_h is None else out_h), (w if out_w is None else out_w)
 
 
+def _out_arg(out: Any) -> torch.Tensor:
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out must be a torch.Tensor (or None for a new tensor), "
+                        f"got {type(out).__name__}")
+    return out
+
+
 def _same_device(first: torch.Tensor, **others: Optional[torch.Tensor]) -> None:
     """The fake kernels' device check: a meta tensor among real ones must not
     select them (the dispatcher picks Meta when any argument is meta)."""
@@ -167,30 +182,45 @@ def _same_device(first: torch.Tensor, **others: Optional[torch.Tensor]) -> None:
 
 
 def shift(obs: torch.Tensor, *, seed: int, step: int, pad: int = _default("shift", "pad"),
-          padding: str = _default("shift", "padding"), op_index: int = 0) -> torch.Tensor:
+          padding: str = _default("shift", "padding"), op_index: int = 0,
+          out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Random shift by (dx, dy) in [-pad, pad]^2, border replicated or zero-filled."""
-    return torch.ops.obsaug.shift(obs, _as_int64("seed", seed), _as_int64("step", step),
-                                  _int_arg("pad", pad), padding, _int_arg("op_index", op_index))
+    args = (obs, _as_int64("seed", seed), _as_int64("step", step), _int_arg("pad", pad), padding,
+            _int_arg("op_index", op_index))
+    if out is not None:
+        torch.ops.obsaug.shift_out(*args, out=_out_arg(out))
+        return out
+    return torch.ops.obsaug.shift(*args)
 
 
 def crop(obs: torch.Tensor, *, seed: int, step: int, size: Union[int, Sequence[int]],
-         center: bool = _default("crop", "center"), op_index: int = 0) -> torch.Tensor:
+         center: bool = _default("crop", "center"), op_index: int = 0,
+         out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Random (or centre) crop to ``size`` (N or (H, W)), every offset equally likely."""
     h, w = _size_pair(size)
-    return torch.ops.obsaug.crop(obs, _as_int64("seed", seed), _as_int64("step", step),
-                                 [_int_arg("size", h), _int_arg("size", w)], center,
-                                 _int_arg("op_index", op_index))
+    args = (obs, _as_int64("seed", seed), _as_int64("step", step),
+            [_int_arg("size", h), _int_arg("size", w)], center, _int_arg("op_index", op_index))
+    if out is not None:
+        torch.ops.obsaug.crop_out(*args, out=_out_arg(out))
+        return out
+    return torch.ops.obsaug.crop(*args)
 
 
 def overlay(obs: torch.Tensor, pool: torch.Tensor, *, seed: int, step: int,
             alpha: float = _default("overlay", "alpha"),
             alpha_max: Optional[float] = _default("overlay", "alpha_max"),
             per_frame: bool = _default("overlay", "per_frame"), op_index: int = 0,
-            inplace: bool = False) -> torch.Tensor:
+            inplace: bool = False, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Blend a random pool image into each sample with weight alpha (or U[alpha, alpha_max])."""
     args = (obs, pool, _as_int64("seed", seed), _as_int64("step", step), float(alpha),
             None if alpha_max is None else float(alpha_max), per_frame,
             _int_arg("op_index", op_index))
+    if out is not None:
+        if inplace:
+            raise ValueError("pass either inplace=True (the result in obs) or out= (the result "
+                             "in out), not both")
+        torch.ops.obsaug.overlay_out(*args, out=_out_arg(out))
+        return out
     if inplace:
         torch.ops.obsaug.overlay_(*args)
         return obs
@@ -200,16 +230,24 @@ def overlay(obs: torch.Tensor, pool: torch.Tensor, *, seed: int, step: int,
 def augment(obs: torch.Tensor, pool: Optional[torch.Tensor] = None, *,
             ops: Sequence[Mapping[str, Any]], seed: int, step: int, inplace: bool = False,
             out_dtype: Optional[torch.dtype] = None, scale: float = 1.0,
-            bias: float = 0.0) -> torch.Tensor:
+            bias: float = 0.0, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Apply an ordered op list in one fused pass (op k uses counter index k).
 
     Equal, bit for bit in uint8, to applying the ops one after another with
     ``op_index`` = their position. ``out_dtype=torch.float32`` with
     ``scale``/``bias`` writes ``v * scale + bias`` where ``v`` is the result in
-    obs's dtype.
+    obs's dtype. ``out``: write the result there (its dtype must be the
+    result's: ``out_dtype``, else obs's) and return it.
     """
     text = pipeline_text(ops)
     seed64, step64 = _as_int64("seed", seed), _as_int64("step", step)
+    if out is not None:
+        if inplace:
+            raise ValueError("pass either inplace=True (the result in obs) or out= (the result "
+                             "in out), not both")
+        torch.ops.obsaug.augment_out(obs, pool, text, seed64, step64, out_dtype, float(scale),
+                                     float(bias), out=_out_arg(out))
+        return out
     if inplace:
         if (out_dtype not in (None, obs.dtype)) or scale != 1.0 or bias != 0.0:
             raise ValueError("inplace=True keeps obs's dtype: out_dtype, scale and bias "
@@ -224,7 +262,8 @@ def gather_augment(storage: torch.Tensor, indices: torch.Tensor,
                    pool: Optional[torch.Tensor] = None, *, ops: Sequence[Mapping[str, Any]],
                    seed: int, step: int, out_dtype: Optional[torch.dtype] = None,
                    scale: float = 1.0, bias: float = 0.0,
-                   sample_ids: Optional[torch.Tensor] = None) -> torch.Tensor:
+                   sample_ids: Optional[torch.Tensor] = None,
+                   out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Gather stacks from a frame storage and augment them in one pass.
 
     ``storage`` is ``[N, C, H, W]`` (uint8 or float32), ``indices`` int64
@@ -232,16 +271,19 @@ def gather_augment(storage: torch.Tensor, indices: torch.Tensor,
     ``storage[indices[b, s]]``. The result equals ``augment(storage[indices]
     .reshape(B, S*C, H, W), pool, ops=ops, ...)`` without materialising the
     gathered batch. Indices outside ``[0, N)`` raise IndexError (checking them
-    synchronises once on CUDA).
+    synchronises once on CUDA). ``out``: write the result there and return it.
 
     ``sample_ids`` (int64 ``[B]``, each in ``[0, 2^32)``, else ValueError)
     makes row ``b`` draw its parameters as sample ``sample_ids[b]`` of the
     call instead of ``b``: the rows equal rows ``sample_ids`` of the call
     on the whole batch (obsaug.distributed augments another rank's draws so).
     """
-    return torch.ops.obsaug.gather_augment(storage, indices, pool, pipeline_text(ops),
-                                           _as_int64("seed", seed), _as_int64("step", step),
-                                           out_dtype, float(scale), float(bias), sample_ids)
+    args = (storage, indices, pool, pipeline_text(ops), _as_int64("seed", seed),
+            _as_int64("step", step), out_dtype, float(scale), float(bias), sample_ids)
+    if out is not None:
+        torch.ops.obsaug.gather_augment_out(*args, out=_out_arg(out))
+        return out
+    return torch.ops.obsaug.gather_augment(*args)
 
 
 # --- fake kernels: shapes and dtypes for torch.compile / FakeTensor tracing ---
@@ -262,6 +304,25 @@ def _gather_augment_fake(storage, indices, pool, pipeline, seed, step, out_dtype
     h, w = _output_hw(storage.shape[-2], storage.shape[-1], pipeline)
     return storage.new_empty((indices.shape[0], indices.shape[1] * storage.shape[1], h, w),
                              dtype=out_dtype or storage.dtype)
+
+
+# The out= forms write into `out` and return nothing; their fakes check what
+# the real kernel's frame-size walk checks (shape and dtype are checked by the
+# kernel when it runs).
+
+@torch.library.register_fake("obsaug::augment_out")
+def _augment_out_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bias=0.0, *,
+                      out):
+    _same_device(obs, out=out)
+    _augment_fake(obs, pool, pipeline, seed, step, out_dtype, scale, bias)
+
+
+@torch.library.register_fake("obsaug::gather_augment_out")
+def _gather_augment_out_fake(storage, indices, pool, pipeline, seed, step, out_dtype=None,
+                             scale=1.0, bias=0.0, sample_ids=None, *, out):
+    _same_device(storage, out=out)
+    _gather_augment_fake(storage, indices, pool, pipeline, seed, step, out_dtype, scale, bias,
+                         sample_ids)
 
 
 @torch.library.register_fake("obsaug::augment_")
@@ -292,6 +353,27 @@ def _crop_fake(obs, seed, step, size, center=_default("crop", "center"), op_inde
         return obs.new_empty((obs.shape[0], obs.shape[1], h, w))
     return _single_op_fake(obs, {"op": "crop", "size": (h, w), "center": center,
                                  "index": op_index})
+
+
+@torch.library.register_fake("obsaug::shift_out")
+def _shift_out_fake(obs, seed, step, pad=_default("shift", "pad"),
+                    padding=_default("shift", "padding"), op_index=0, *, out):
+    _same_device(obs, out=out)
+    _shift_fake(obs, seed, step, pad, padding, op_index)
+
+
+@torch.library.register_fake("obsaug::crop_out")
+def _crop_out_fake(obs, seed, step, size, center=_default("crop", "center"), op_index=0, *, out):
+    _same_device(obs, out=out)
+    _crop_fake(obs, seed, step, size, center, op_index)
+
+
+@torch.library.register_fake("obsaug::overlay_out")
+def _overlay_out_fake(obs, pool, seed, step, alpha=_default("overlay", "alpha"),
+                      alpha_max=_default("overlay", "alpha_max"),
+                      per_frame=_default("overlay", "per_frame"), op_index=0, *, out):
+    _same_device(obs, out=out)
+    _overlay_fake(obs, pool, seed, step, alpha, alpha_max, per_frame, op_index)
 
 
 @torch.library.register_fake("obsaug::overlay")
@@ -344,7 +426,7 @@ def _make_single_op(name: str):
     required = [key for key, spec in keys.items() if spec["required"]]
 
     def op(obs: torch.Tensor, *, seed: int, step: int, op_index: int = 0,
-           **values: Any) -> torch.Tensor:
+           out: Optional[torch.Tensor] = None, **values: Any) -> torch.Tensor:
         unknown = sorted(set(values) - set(keys))
         if unknown:
             raise TypeError(f"{name}() got unexpected keyword(s) {unknown}; {name} takes "
@@ -352,11 +434,14 @@ def _make_single_op(name: str):
         missing = [key for key in required if key not in values]
         if missing:
             raise TypeError(f"{name}() needs {', '.join(missing)}")
-        args = [_schema_value(name, key, spec, values.get(key, spec["default"]))
-                for key, spec in keys.items()]
-        return getattr(torch.ops.obsaug, name)(obs, _as_int64("seed", seed),
-                                               _as_int64("step", step), *args,
-                                               _int_arg("op_index", op_index))
+        args = [obs, _as_int64("seed", seed), _as_int64("step", step)]
+        args += [_schema_value(name, key, spec, values.get(key, spec["default"]))
+                 for key, spec in keys.items()]
+        args.append(_int_arg("op_index", op_index))
+        if out is not None:
+            getattr(torch.ops.obsaug, f"{name}_out")(*args, out=_out_arg(out))
+            return out
+        return getattr(torch.ops.obsaug, name)(*args)
 
     params = [inspect.Parameter("obs", inspect.Parameter.POSITIONAL_OR_KEYWORD),
               inspect.Parameter("seed", inspect.Parameter.KEYWORD_ONLY),
@@ -366,6 +451,7 @@ def _make_single_op(name: str):
                                  else spec["default"])
                for key, spec in keys.items()]
     params.append(inspect.Parameter("op_index", inspect.Parameter.KEYWORD_ONLY, default=0))
+    params.append(inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None))
     op.__signature__ = inspect.Signature(params)
     op.__name__ = op.__qualname__ = name
     key_docs = "\n".join(f"    {key} ({spec['default_text']}; {spec['range']}): {spec['doc']}"
@@ -374,7 +460,8 @@ def _make_single_op(name: str):
                   f"Keys (default; range):\n{key_docs}\n\n"
                   "Parameters are drawn per sample (DESIGN.md section 3a) and shared by its "
                   "stacked frames; the same as the pipeline entry "
-                  f"``{{'op': '{name}', ...}}`` of :func:`augment` at index ``op_index``.")
+                  f"``{{'op': '{name}', ...}}`` of :func:`augment` at index ``op_index``. "
+                  "``out``: write the result there and return it (see the module's doc).")
     return op
 
 
@@ -397,7 +484,18 @@ def _make_single_op_fake(name: str):
     return fake
 
 
+def _make_single_op_out_fake(name: str):
+    fake = _make_single_op_fake(name)
+
+    def out_fake(obs, seed, step, *args, out, **kwargs):
+        _same_device(obs, out=out)
+        fake(obs, seed, step, *args, **kwargs)
+
+    return out_fake
+
+
 for _name in _SECOND_FAMILY:
     globals()[_name] = _make_single_op(_name)
     torch.library.register_fake(f"obsaug::{_name}")(_make_single_op_fake(_name))
+    torch.library.register_fake(f"obsaug::{_name}_out")(_make_single_op_out_fake(_name))
 del _name

@@ -400,9 +400,9 @@ TEST(ConfigPresets, EveryPresetIsTested) {
   for (const auto& entry : fs::directory_iterator(kSourceDir / "configs"))
     names.push_back(entry.path().filename().string());
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"atari.yaml", "default.yaml", "drq_shift.yaml",
-                                             "rad.yaml", "rad_crop.yaml", "svea_conv.yaml",
-                                             "svea_overlay.yaml"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"atari.yaml", "default.yaml", "drq_shift.yaml", "rad.yaml",
+                                      "rad_crop.yaml", "svea_conv.yaml", "svea_overlay.yaml"}));
 }
 
 TEST(ConfigPresets, PhotoPresets) {
@@ -570,7 +570,7 @@ std::vector<Config> sample_configs() {
       kSourceDir.string() +
       "/configs/rad_crop.yaml']\n"
       "  refresh: {threads: 0, max_per_second: 12.5, mode: sync, per_call: 3}\n"
-      "output: {dtype: float32, scale: 0.00392156862745098, bias: -0.5}\n"));
+      "output: {dtype: float32, scale: 0.00392156862745098, bias: -0.5, reuse: false}\n"));
   return configs;
 }
 
@@ -595,7 +595,7 @@ TEST(ConfigDescribe, PrintsTheResolvedValues) {
         "  - {op: overlay, alpha: 0.1, alpha_max: 0.3333333333333333, per_frame: true}\n",
         "  image_size: [64, 60]\n",
         "  refresh: {threads: 0, max_per_second: 12.5, mode: sync, per_call: 3}\n",
-        "output: {dtype: float32, scale: 0.00392156862745098, bias: -0.5}\n"})
+        "output: {dtype: float32, scale: 0.00392156862745098, bias: -0.5, reuse: false}\n"})
     EXPECT_NE(text.find(part), std::string::npos) << "'" << part << "' not in:\n" << text;
 }
 

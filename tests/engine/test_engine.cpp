@@ -4,19 +4,23 @@
 // several threads augmenting while the async refresh runs, input errors and
 // close. The reference for every output is the stateless op
 // (ops::augment with the same pipeline, seed, step and pool images).
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/randint.h>
+#include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "engine/pool/distractor_pool.h"
 #include "engine/engine.h"
+#include "engine/pool/distractor_pool.h"
 #include "kernels/augment.h"
 #include "tests/test_util.h"
 
@@ -119,6 +123,49 @@ TEST(Engine, FloatOutputAppliesScaleAndBias) {
   ASSERT_EQ(out.scalar_type(), at::kFloat);
   const at::Tensor v = ops::augment(obs, engine.pool()->images(), config.pipeline, config.seed, 7);
   EXPECT_TRUE(out.allclose(v.to(at::kFloat).mul(1.0 / 255).sub(0.5), 1e-6, 1e-6));
+}
+
+// output.reuse: one buffer per call site and shape, rewritten by the next
+// call of that site; without it every call returns a fresh tensor.
+TEST(Engine, ReusedOutputsKeepOneBufferPerSite) {
+  SKIP_WITHOUT_PHOTOS();
+  Config config = small_config("async");
+  config.pool.refresh.threads = 0;
+  Engine fresh(config);
+  config.output.reuse = true;
+  Engine reusing(config);
+  const at::Tensor obs = random_obs(4, 9, 40, 48, 3);
+  const at::Tensor a = reusing.augment(obs, 0);
+  const at::Tensor a_value = a.clone();
+  const at::Tensor b = reusing.augment(obs, 1);
+  EXPECT_EQ(a.data_ptr(), b.data_ptr());
+  EXPECT_TRUE(at::equal(b, fresh.augment(obs, 1)));
+  EXPECT_TRUE(at::equal(a_value, fresh.augment(obs, 0)));
+  // another shape: its own buffer
+  const at::Tensor small = reusing.augment(random_obs(2, 9, 40, 48, 4), 2);
+  EXPECT_NE(small.data_ptr(), b.data_ptr());
+  // the gather sites never alias augment's or each other's buffer
+  const at::Tensor storage = at::randint(0, 256, {6, 3, 40, 48}, at::kByte);
+  const at::Tensor idx = at::randint(0, 6, {4, 3}, at::kLong);
+  const at::Tensor g = reusing.gather_augment(storage, idx, 3);
+  const at::Tensor o = reusing.gather_augment(storage, idx, 3, false, {}, OutputSite::kSampleObs);
+  const at::Tensor n =
+      reusing.gather_augment(storage, idx, 4, false, {}, OutputSite::kSampleNextObs);
+  std::set<const void*> distinct = {b.data_ptr(), g.data_ptr(), o.data_ptr(), n.data_ptr()};
+  EXPECT_EQ(distinct.size(), 4u);
+  EXPECT_EQ(reusing.gather_augment(storage, idx, 5).data_ptr(), g.data_ptr());
+  EXPECT_TRUE(at::equal(n, fresh.gather_augment(storage, idx, 4)));
+  // the default returns a fresh tensor per call
+  const at::Tensor f0 = fresh.augment(obs, 0);
+  const at::Tensor f1 = fresh.augment(obs, 0);
+  EXPECT_NE(f0.data_ptr(), f1.data_ptr());
+  // out= wins over reuse and is checked
+  const at::Tensor mine = at::empty_like(obs);
+  EXPECT_EQ(reusing.augment(obs, 1, mine).data_ptr(), mine.data_ptr());
+  EXPECT_TRUE(at::equal(mine, b));
+  expect_mentions(error_of<c10::TypeError>(
+                      [&] { reusing.augment(obs, 1, at::empty(obs.sizes(), at::kFloat)); }),
+                  {"out must be uint8", "got float32"});
 }
 
 TEST(Engine, SyncStateRoundTripGivesIdenticalOutputs) {

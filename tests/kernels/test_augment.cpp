@@ -26,6 +26,7 @@
 
 #include "kernels/augment.h"
 #include "kernels/augment_cpu.h"
+#include "kernels/output_tensor.h"
 #include "kernels/philox.h"
 #include "kernels/pipeline.h"
 #include "kernels/pipeline_spec.h"
@@ -764,6 +765,107 @@ TEST(AugmentErrors, BadOutputOptions) {
   o.scale = std::nan("");
   expect_mentions(error_of<c10::ValueError>([&] { ops::augment(obs, std::nullopt, {}, 0, 0, o); }),
                   {"scale", "finite"});
+}
+
+// out=: the result lands in the caller's tensor, equal to the fresh result.
+TEST(AugmentOut, WritesTheSameResultIntoTheCallersTensor) {
+  std::mt19937_64 rng(41);
+  const at::Tensor obs = random_u8({3, 6, 10, 12}, rng);
+  const at::Tensor pool = random_u8({4, 3, 10, 12}, rng);
+  const Pipeline p = {OpSpec::shift(2), OpSpec::overlay(0.5), OpSpec::crop(8, 9)};
+  OutputOptions o;
+  o.out = at::full({3, 6, 8, 9}, 7, at::kByte);
+  const at::Tensor got = ops::augment(obs, pool, p, 5, 6, o);
+  EXPECT_EQ(got.data_ptr(), o.out.data_ptr());
+  EXPECT_TRUE(at::equal(got, ops::augment(obs, pool, p, 5, 6)));
+  // float32 output with scale and bias
+  OutputOptions f{at::kFloat, 1.0 / 255, -0.5, at::empty({3, 6, 8, 9}, at::kFloat)};
+  ops::augment(obs, pool, p, 5, 6, f);
+  EXPECT_TRUE(at::equal(f.out, ops::augment(obs, pool, p, 5, 6, {at::kFloat, 1.0 / 255, -0.5})));
+  // gather_augment and the single ops
+  const at::Tensor storage = random_u8({7, 3, 10, 12}, rng);
+  const at::Tensor idx = at::tensor(std::vector<int64_t>{0, 6, 2, 2, 5, 1}, at::kLong).view({3, 2});
+  OutputOptions g;
+  g.out = at::empty({3, 6, 8, 9}, at::kByte);
+  ops::gather_augment(storage, idx, pool, p, 5, 6, g);
+  EXPECT_TRUE(at::equal(g.out, ops::gather_augment(storage, idx, pool, p, 5, 6)));
+  const at::Tensor shifted = at::empty_like(obs);
+  EXPECT_EQ(ops::shift(obs, 1, 2, 3, "zeros", 1, shifted).data_ptr(), shifted.data_ptr());
+  EXPECT_TRUE(at::equal(shifted, ops::shift(obs, 1, 2, 3, "zeros", 1)));
+}
+
+TEST(AugmentOut, RefusesAnOutThatDoesNotFitBeforeWriting) {
+  std::mt19937_64 rng(42);
+  const at::Tensor obs = random_u8({2, 6, 8, 8}, rng);
+  const at::Tensor pool = random_u8({3, 3, 8, 8}, rng);
+  const Pipeline p = {OpSpec::shift(1), OpSpec::overlay(0.5)};
+  const auto run = [&](const at::Tensor& out) {
+    OutputOptions o;
+    o.out = out;
+    ops::augment(obs, pool, p, 0, 0, o);
+  };
+  const at::Tensor untouched = at::full({2, 6, 8, 8}, 9.0f, at::kFloat);
+  expect_mentions(error_of<c10::TypeError>([&] { run(untouched); }),
+                  {"out must be uint8 [2, 6, 8, 8] on cpu", "dtype", "got float32"});
+  EXPECT_TRUE(at::equal(untouched, at::full({2, 6, 8, 8}, 9.0f, at::kFloat)));
+  expect_mentions(error_of<c10::ValueError>([&] {
+                    run(at::empty({2, 6, 8, 7}, at::kByte));
+                  }),
+                  {"out must be uint8 [2, 6, 8, 8]", "shape", "got uint8 [2, 6, 8, 7]"});
+  expect_mentions(
+      error_of<c10::ValueError>([&] {
+        run(at::empty({2, 6, 8, 8}, at::TensorOptions().dtype(at::kByte).device(at::kMeta)));
+      }),
+      {"out must be uint8 [2, 6, 8, 8] on cpu", "device", "on meta"});
+  expect_mentions(error_of<c10::ValueError>([&] {
+                    run(at::empty({2, 6, 8, 16}, at::kByte).slice(3, 0, 8));
+                  }),
+                  {"contiguous", "strides"});
+  expect_mentions(error_of<c10::ValueError>([&] { run(obs); }),
+                  {"shares memory with obs", "in-place", "augment_"});
+  const at::Tensor storage = random_u8({4, 3, 8, 8}, rng);
+  const at::Tensor idx = at::zeros({2, 2}, at::kLong);
+  OutputOptions g;
+  g.out = storage.view({2, 6, 8, 8});
+  expect_mentions(
+      error_of<c10::ValueError>([&] { ops::gather_augment(storage, idx, pool, p, 0, 0, g); }),
+      {"shares memory with storage", "separate tensor"});
+}
+
+// OutputRecycler: a storage is handed out again only once its tensor is gone
+// and nothing else (a view) refers to it; capacity and byte cap push the
+// oldest out.
+TEST(OutputRecycler, HandsOutOnlyReleasedStorage) {
+  const at::TensorOptions f32 = at::TensorOptions().dtype(at::kFloat);
+  ops::OutputRecycler r(2, 1 << 20);
+  at::Tensor a = r.take({2, 3}, f32);
+  EXPECT_TRUE(a.is_contiguous());
+  EXPECT_EQ(a.sizes(), at::IntArrayRef({2, 3}));
+  at::Tensor b = r.take({2, 3}, f32);
+  EXPECT_NE(a.data_ptr(), b.data_ptr());  // a is held
+  const void* a_ptr = a.data_ptr();
+  const at::Tensor view = a.slice(0, 0, 1);
+  a.reset();
+  const size_t holders = view.storage().use_count();  // the view (and its base) and the recycler
+  at::Tensor e = r.take({2, 3}, f32);
+  EXPECT_NE(e.data_ptr(), a_ptr);                      // a view still holds a's storage
+  EXPECT_EQ(view.storage().use_count(), holders - 1);  // the recycler let go: capacity 2
+  const void* b_ptr = b.data_ptr();
+  b.reset();
+  at::Tensor c = r.take({3, 2}, f32);  // the same bytes, another shape: b's storage
+  EXPECT_EQ(c.data_ptr(), b_ptr);
+  EXPECT_EQ(c.sizes(), at::IntArrayRef({3, 2}));
+  c.reset();
+  const at::Tensor d = r.take({6}, at::TensorOptions().dtype(at::kInt));  // 24 bytes too
+  EXPECT_EQ(d.data_ptr(), b_ptr);
+  EXPECT_EQ(d.scalar_type(), at::kInt);
+  // more than max_bytes in all: the oldest goes
+  ops::OutputRecycler small(4, 64);
+  const at::Tensor big1 = small.take({16}, f32);  // 64 bytes
+  EXPECT_EQ(big1.storage().use_count(), 2);       // big1 and the recycler
+  const at::Tensor big2 = small.take({16}, f32);
+  EXPECT_EQ(big1.storage().use_count(), 1);
+  EXPECT_EQ(big2.storage().use_count(), 2);
 }
 
 TEST(AugmentErrors, BadOpsThroughTheTensorApi) {

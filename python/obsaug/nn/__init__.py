@@ -5,7 +5,10 @@
 integer ``(dx, dy)`` in ``[-pad, pad]^2`` with replicated borders (DrQ-v2
 samples the same distribution through ``grid_sample`` on a padded image and
 requires square frames; this does not). It works under
-``torch.compile(fullgraph=True)``.
+``torch.compile(fullgraph=True)``. Each call returns a new tensor (on the
+CPU a large one reuses the memory of an earlier output its caller released,
+obsaug.ops' fresh outputs, so a training loop does not page-fault a new
+output into memory on every call).
 
 ``random_overlay(x)``, ``random_shift(x, pad=4)`` and ``random_crop(x, size=84)``
 have the signatures of DMControl-GB's ``augmentations.py`` and take its
