@@ -30,6 +30,51 @@ bool runs_by_rows(const OpDesc& op) {
   return op.kind == OpKind::kRandomConv || op.kind == OpKind::kColorJitter;
 }
 
+// Ops that only move pixels (their effect is all in the traces).
+bool only_moves(const PipelineDesc& p, const Segment& s) {
+  for (int k = s.first; k < s.end; ++k) {
+    const OpKind kind = p.ops[k].kind;
+    if (kind != OpKind::kShift && kind != OpKind::kCrop && kind != OpKind::kFlip &&
+        kind != OpKind::kRotate && kind != OpKind::kTranslate)
+      return false;
+  }
+  return true;
+}
+
+// A segment of moves only, by rows: what eval_frame_pixel gives for it (the
+// source pixel at the traced coordinates, or 0 where a zero padding blanks
+// it), every channel of the frame into dst (channel c at dst + c * dst_plane).
+template <typename T>
+void gather_moves(const std::vector<AxisTrace>& rows, const std::vector<AxisTrace>& cols,
+                  const FrameView<T>& src, int64_t channels, std::vector<int64_t>* col_index,
+                  T* dst, int64_t dst_plane) {
+  const int32_t out_w = static_cast<int32_t>(cols.size());
+  // [x]: the column's offset in an unswapped row; [out_w + x]: in a swapped one; -1: blank
+  col_index->resize(2 * static_cast<size_t>(out_w));
+  int64_t* plain = col_index->data();
+  int64_t* swapped = plain + out_w;
+  for (int32_t x = 0; x < out_w; ++x) {
+    const bool blank = cols[x].zero_op >= 0;
+    plain[x] = blank ? -1 : cols[x].source;
+    swapped[x] = blank ? -1 : static_cast<int64_t>(cols[x].source) * src.w;
+  }
+  for (int64_t c = 0; c < channels; ++c) {
+    const T* in = src.base + c * src.channel_stride;
+    for (size_t y = 0; y < rows.size(); ++y) {
+      T* __restrict out = dst + c * dst_plane + static_cast<int64_t>(y) * out_w;
+      const AxisTrace& row = rows[y];
+      if (row.zero_op >= 0) {
+        std::fill(out, out + out_w, T(0));
+        continue;
+      }
+      const T* line = in + (row.source_swapped ? row.source
+                                               : static_cast<int64_t>(row.source) * src.w);
+      const int64_t* index = row.source_swapped ? swapped : plain;
+      for (int32_t x = 0; x < out_w; ++x) out[x] = index[x] < 0 ? T(0) : line[index[x]];
+    }
+  }
+}
+
 // Per-thread scratch sized for every stage of `p`.
 template <typename In>
 struct FrameScratch {
@@ -100,6 +145,7 @@ void augment_cpu_frames(const PipelineDesc& p, const AugmentBuffers<In, Out>& bu
     FrameScratch<In> scratch(p, work.frame_channels);
     auto& stages = scratch.stages;
     std::vector<AxisTrace> rows, cols;
+    std::vector<int64_t> col_index;
     OpDraw draws[kMaxOps];
     std::vector<float> weights(static_cast<size_t>(kMaxOps) * kConvWeights);
     int64_t weights_sample = -1;
@@ -155,6 +201,19 @@ void augment_cpu_frames(const PipelineDesc& p, const AugmentBuffers<In, Out>& bu
         cols.resize(s.out_w);
         for (int32_t y = 0; y < s.out_h; ++y) rows[y] = trace_range(p, draws, 0, y, s.first, s.end);
         for (int32_t x = 0; x < s.out_w; ++x) cols[x] = trace_range(p, draws, 1, x, s.first, s.end);
+        if (only_moves(p, s)) {
+          const bool into_out = last && work.direct;
+          In* dst = stage;
+          if (into_out) {
+            if constexpr (std::is_same<In, Out>::value) dst = frame_out;
+          }
+          gather_moves(rows, cols, src, work.frame_channels, &col_index, dst,
+                       into_out ? work.out_plane : plane);
+          if (last && !into_out)
+            store_frame(dst, work.frame_channels, plane, buf, frame_out, work.out_plane);
+          src = FrameView<In>{stage, plane, s.out_h, s.out_w};
+          continue;
+        }
         const int32_t group = s.mixes ? kMaxMixedChannels : 1;
         for (int32_t c0 = 0; c0 < work.frame_channels; c0 += group) {
           for (int32_t y = 0; y < s.out_h; ++y) {

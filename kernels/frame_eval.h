@@ -72,8 +72,24 @@ OBSAUG_HD Segment segment_of(const PipelineDesc& p, int i) {
 // argument on a tie of zeros, the other argument when one is NaN), so that
 // the CPU's row loops (kernels/frame_rows_cpu.h) vectorize what the CUDA
 // kernel computes pixel by pixel.
-OBSAUG_HD float max_f32(float a, float b) { return (a >= b || b != b) ? a : b; }
-OBSAUG_HD float min_f32(float a, float b) { return (a <= b || b != b) ? a : b; }
+// The choice is a bitwise blend: a compiler sees no branch to thread a
+// constant through (which would leave a trapping add in a branch and stop
+// the vectorizer under -ftrapping-math).
+OBSAUG_HD float blend_bits(bool take_a, float a, float b) {
+  using float_math_detail::bits_of;
+  const uint32_t mask = 0u - static_cast<uint32_t>(take_a);
+  return float_math_detail::float_of((mask & bits_of(a)) | (~mask & bits_of(b)));
+}
+// floorf(x) for every x (up to the sign of a zero result), from a
+// conversion to int32 (exact for |x| < 2^23, where it is used) and a
+// comparison: no call for the vectorizer to give up on.
+OBSAUG_HD float floor_f32(float x) {
+  const bool fractional = fabsf(x) < 8388608.0f;  // below 2^23 (false for NaN)
+  const float t = static_cast<float>(static_cast<int32_t>(blend_bits(fractional, x, 0.0f)));
+  return blend_bits(fractional, blend_bits(t > x, sub_rn(t, 1.0f), t), x);
+}
+OBSAUG_HD float max_f32(float a, float b) { return blend_bits(a >= b || b != b, a, b); }
+OBSAUG_HD float min_f32(float a, float b) { return blend_bits(a <= b || b != b, a, b); }
 
 OBSAUG_HD float clamp255(float v) { return min_f32(max_f32(v, 0.0f), 255.0f); }
 OBSAUG_HD float clamp01(float v) { return min_f32(max_f32(v, 0.0f), 1.0f); }
@@ -81,7 +97,8 @@ OBSAUG_HD float clamp01(float v) { return min_f32(max_f32(v, 0.0f), 1.0f); }
 // Rounding to the pipeline's dtype at the end of an op computed in float:
 // uint8 `floorf(fminf(fmaxf(v, 0), 255) + 0.5f)` (NaN gives 0); float keeps v.
 OBSAUG_HD uint8_t from_float(float v, const uint8_t*) {
-  return static_cast<uint8_t>(floorf(add_rn(clamp255(v), 0.5f)));
+  // c + 0.5 lies in [0.5, 255.5]: truncation is floorf there (and has no branch)
+  return static_cast<uint8_t>(static_cast<int32_t>(add_rn(clamp255(v), 0.5f)));
 }
 OBSAUG_HD float from_float(float v, const float*) { return v; }
 
@@ -108,19 +125,18 @@ OBSAUG_HD void hue_shift(float h, float* v) {
   const float mx = max_f32(max_f32(r, g), b);
   const float mn = min_f32(min_f32(r, g), b);
   const float d = sub_rn(mx, mn);
-  const float d_over_mx = div_rn(d, mx);  // computed unconditionally: no branch to vectorize
-  const float sat = d == 0.0f ? 0.0f : d_over_mx;
+  const float sat = blend_bits(d == 0.0f, 0.0f, div_rn(d, mx));
   const float from_r = div_rn(sub_rn(mx, r), d);  // (mx-R)/d, (mx-G)/d, (mx-B)/d
   const float from_g = div_rn(sub_rn(mx, g), d);
   const float from_b = div_rn(sub_rn(mx, b), d);
   const float h6_r = sub_rn(from_b, from_g);
   const float h6_g = sub_rn(add_rn(2.0f, from_r), from_b);
   const float h6_b = sub_rn(add_rn(4.0f, from_g), from_r);
-  const float h6 = d == 0.0f ? 0.0f : (mx == r ? h6_r : (mx == g ? h6_g : h6_b));
+  const float h6 = blend_bits(d == 0.0f, 0.0f, blend_bits(mx == r, h6_r, blend_bits(mx == g, h6_g, h6_b)));
   float t = add_rn(add_rn(div_rn(h6, 6.0f), 1.0f), h);
-  t = sub_rn(t, floorf(t));
+  t = sub_rn(t, floor_f32(t));
   const float t6 = mul_rn(t, 6.0f);
-  const float i_float = floorf(t6);
+  const float i_float = floor_f32(t6);
   const float f = sub_rn(t6, i_float);
   const int i = static_cast<int>(i_float) % 6;
   const float value = mx;
@@ -132,9 +148,9 @@ OBSAUG_HD void hue_shift(float h, float* v) {
   const float choice[4] = {value, p, q, u};
   constexpr unsigned char kPick[6][3] = {{0, 3, 1}, {2, 0, 1}, {1, 0, 3},
                                          {1, 2, 0}, {3, 1, 0}, {0, 1, 2}};
-  for (int c = 0; c < 3; ++c) {
-    float picked = choice[kPick[0][c]];
-    for (int k = 1; k < 6; ++k) picked = i == k ? choice[kPick[k][c]] : picked;
+  for (int c = 0; c < 3; ++c) {  // picked as bits: compilers turn a chain of selects into a switch
+    float picked = 0.0f;
+    for (int k = 0; k < 6; ++k) picked = blend_bits(i == k, choice[kPick[k][c]], picked);
     v[c] = mul_rn(picked, 255.0f);
   }
 }
@@ -238,8 +254,11 @@ OBSAUG_HD float conv_input(float value) { return div_rn(value, 255.0f); }
 OBSAUG_HD float conv_tap(float acc, float weight, float in) {
   return add_rn(acc, mul_rn(weight, in));
 }
+OBSAUG_HD float conv_sigmoid_of_exp(float exp_of_minus_acc) {
+  return mul_rn(255.0f, div_rn(1.0f, add_rn(1.0f, exp_of_minus_acc)));
+}
 OBSAUG_HD float conv_output(bool sigmoid, float acc) {
-  return sigmoid ? mul_rn(255.0f, div_rn(1.0f, add_rn(1.0f, exp_f32(-acc)))) : mul_rn(255.0f, acc);
+  return sigmoid ? conv_sigmoid_of_exp(exp_f32(-acc)) : mul_rn(255.0f, acc);
 }
 
 // random_conv at (y, x) of `src` (the state just before the op), 3 channels out.

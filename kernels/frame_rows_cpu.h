@@ -86,25 +86,42 @@ OBSAUG_ROW_CLONES void conv_pad_frame(const FrameView<T>& src, bool zeros, float
 }
 
 // random_conv over the padded planes of an h x w frame: output channel o of
-// row y into dst[o * dst_plane + y * w + x]. `acc` holds w floats.
+// row y into dst[o * dst_plane + y * w + x]. `acc` holds 2 * w floats.
 template <typename T>
 OBSAUG_ROW_CLONES void conv_frame_rows(const float* padded, int32_t h, int32_t w,
                                        const float* weights, bool sigmoid, float* __restrict acc,
                                        T* dst, int64_t dst_plane) {
   const int64_t pw = static_cast<int64_t>(w) + 2;
   const int64_t pplane = (static_cast<int64_t>(h) + 2) * pw;
+  float* __restrict exp_lanes = acc + w;
   for (int32_t y = 0; y < h; ++y) {
+    const float* taps[27];  // j = (i*3 + ky)*3 + kx: conv_pixel's order
+    for (int j = 0; j < 27; ++j)
+      taps[j] = padded + (j / 9) * pplane + (static_cast<int64_t>(y) + (j / 3) % 3) * pw + j % 3;
     for (int o = 0; o < 3; ++o) {
-      for (int32_t x = 0; x < w; ++x) acc[x] = 0.0f;
-      for (int j = 0; j < 27; ++j) {  // j = (i*3 + ky)*3 + kx, conv_pixel's order
-        const int i = j / 9, ky = (j / 3) % 3, kx = j % 3;
-        const float* __restrict tap = padded + i * pplane + (static_cast<int64_t>(y) + ky) * pw + kx;
-        const float weight = weights[o * 27 + j];
-        for (int32_t x = 0; x < w; ++x) acc[x] = conv_tap(acc[x], weight, tap[x]);
+      const float* weight = weights + o * 27;
+      for (int32_t x = 0; x < w; ++x) {
+        float a = 0.0f;
+#pragma GCC unroll 27
+        for (int j = 0; j < 27; ++j) a = conv_tap(a, weight[j], taps[j][x]);
+        acc[x] = a;
       }
       T* __restrict out = dst + o * dst_plane + static_cast<int64_t>(y) * w;
-      for (int32_t x = 0; x < w; ++x)
-        out[x] = from_float(conv_output(sigmoid, acc[x]), static_cast<const T*>(nullptr));
+      if (sigmoid) {  // conv_output, with exp_f32 split into its lanes and its special cases
+        int specials = 0;
+        for (int32_t x = 0; x < w; ++x) {
+          specials += exp_f32_is_special(-acc[x]) ? 1 : 0;
+          exp_lanes[x] = exp_f32_main(-acc[x]);
+        }
+        if (specials > 0)
+          for (int32_t x = 0; x < w; ++x)
+            if (exp_f32_is_special(-acc[x])) exp_lanes[x] = exp_f32(-acc[x]);
+        for (int32_t x = 0; x < w; ++x)
+          out[x] = from_float(conv_sigmoid_of_exp(exp_lanes[x]), static_cast<const T*>(nullptr));
+      } else {
+        for (int32_t x = 0; x < w; ++x)
+          out[x] = from_float(conv_output(false, acc[x]), static_cast<const T*>(nullptr));
+      }
     }
   }
 }
