@@ -67,8 +67,8 @@ void gather_moves(const std::vector<AxisTrace>& rows, const std::vector<AxisTrac
         std::fill(out, out + out_w, T(0));
         continue;
       }
-      const T* line = in + (row.source_swapped ? row.source
-                                               : static_cast<int64_t>(row.source) * src.w);
+      const T* line =
+          in + (row.source_swapped ? row.source : static_cast<int64_t>(row.source) * src.w);
       const int64_t* index = row.source_swapped ? swapped : plain;
       for (int32_t x = 0; x < out_w; ++x) out[x] = index[x] < 0 ? T(0) : line[index[x]];
     }

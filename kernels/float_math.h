@@ -176,8 +176,8 @@ OBSAUG_HD float exp_f32_main(float x) {
   // times 2^-100). k = 128: s1 = 2, s2 = 2^127; k >= -126: s1 = 2^k, s2 = 1
   // (times 1 is exact); below: s1 = 2^(k+100), s2 = 2^-100. The scalings are
   // picked as integers and both products always computed: no branch.
-  const uint32_t s1 = k > 127 ? 0x40000000u
-                              : static_cast<uint32_t>(k >= -126 ? k + 127 : k + 227) << 23;
+  const uint32_t s1 =
+      k > 127 ? 0x40000000u : static_cast<uint32_t>(k >= -126 ? k + 127 : k + 227) << 23;
   const uint32_t s2 = k > 127 ? 0x7f000000u : (k >= -126 ? 0x3f800000u : 0x0d800000u);
   return mul_rn(mul_rn(y, float_of(s1)), float_of(s2));
 }

@@ -68,26 +68,29 @@ OBSAUG_HD Segment segment_of(const PipelineDesc& p, int i) {
   return s;
 }
 
-// fmaxf and fminf as comparisons (the values of the host's libm, the first
-// argument on a tie of zeros, the other argument when one is NaN), so that
-// the CPU's row loops (kernels/frame_rows_cpu.h) vectorize what the CUDA
-// kernel computes pixel by pixel.
-// The choice is a bitwise blend: a compiler sees no branch to thread a
-// constant through (which would leave a trapping add in a branch and stop
-// the vectorizer under -ftrapping-math).
+// Branch-free building blocks, so that the CPU's row loops
+// (kernels/frame_rows_cpu.h) vectorize what the CUDA kernel computes pixel by
+// pixel. A choice is a bitwise blend: no compiler sees a branch to thread a
+// constant through (which would leave a trapping operation in a branch and
+// stop the vectorizer under -ftrapping-math).
+
+// a if take_a, else b.
 OBSAUG_HD float blend_bits(bool take_a, float a, float b) {
   using float_math_detail::bits_of;
   const uint32_t mask = 0u - static_cast<uint32_t>(take_a);
   return float_math_detail::float_of((mask & bits_of(a)) | (~mask & bits_of(b)));
 }
-// floorf(x) for every x (up to the sign of a zero result), from a
-// conversion to int32 (exact for |x| < 2^23, where it is used) and a
-// comparison: no call for the vectorizer to give up on.
+
+// floorf(x) for every x (up to the sign of a zero result): a conversion to
+// int32 where |x| < 2^23, one down where that rounded up; x itself beyond.
 OBSAUG_HD float floor_f32(float x) {
-  const bool fractional = fabsf(x) < 8388608.0f;  // below 2^23 (false for NaN)
+  const bool fractional = fabsf(x) < 8388608.0f;  // false for NaN
   const float t = static_cast<float>(static_cast<int32_t>(blend_bits(fractional, x, 0.0f)));
   return blend_bits(fractional, blend_bits(t > x, sub_rn(t, 1.0f), t), x);
 }
+
+// fmaxf and fminf with the host libm's values: the first argument on a tie
+// (of zeros), the other argument when one is NaN.
 OBSAUG_HD float max_f32(float a, float b) { return blend_bits(a >= b || b != b, a, b); }
 OBSAUG_HD float min_f32(float a, float b) { return blend_bits(a <= b || b != b, a, b); }
 
@@ -132,7 +135,8 @@ OBSAUG_HD void hue_shift(float h, float* v) {
   const float h6_r = sub_rn(from_b, from_g);
   const float h6_g = sub_rn(add_rn(2.0f, from_r), from_b);
   const float h6_b = sub_rn(add_rn(4.0f, from_g), from_r);
-  const float h6 = blend_bits(d == 0.0f, 0.0f, blend_bits(mx == r, h6_r, blend_bits(mx == g, h6_g, h6_b)));
+  const float h6 =
+      blend_bits(d == 0.0f, 0.0f, blend_bits(mx == r, h6_r, blend_bits(mx == g, h6_g, h6_b)));
   float t = add_rn(add_rn(div_rn(h6, 6.0f), 1.0f), h);
   t = sub_rn(t, floor_f32(t));
   const float t6 = mul_rn(t, 6.0f);
@@ -174,7 +178,8 @@ OBSAUG_HD void jitter_brightness(const JitterFactors& j, float* v) {
   for (int c = 0; c < 3; ++c) v[c] = clamp255(mul_rn(v[c], j.brightness));
 }
 OBSAUG_HD void jitter_contrast(const JitterFactors& j, float* v) {
-  for (int c = 0; c < 3; ++c) v[c] = clamp255(add_rn(mul_rn(sub_rn(v[c], j.mean), j.contrast), j.mean));
+  for (int c = 0; c < 3; ++c)
+    v[c] = clamp255(add_rn(mul_rn(sub_rn(v[c], j.mean), j.contrast), j.mean));
 }
 OBSAUG_HD void jitter_saturation(const JitterFactors& j, float* v) {
   const float g = gray_float(v[0], v[1], v[2]);

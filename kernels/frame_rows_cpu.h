@@ -129,8 +129,9 @@ OBSAUG_ROW_CLONES void conv_frame_rows(const float* padded, int32_t h, int32_t w
 // Applies one component of color_jitter (fn(j, v) on a 3-float pixel) to w
 // pixels held as three rows.
 template <typename Fn>
-__attribute__((always_inline)) inline void jitter_lanes(float* __restrict r, float* __restrict g, float* __restrict b, int32_t w,
-                         const JitterFactors& j, Fn fn) {
+__attribute__((always_inline)) inline void jitter_lanes(float* __restrict r, float* __restrict g,
+                                                        float* __restrict b, int32_t w,
+                                                        const JitterFactors& j, Fn fn) {
   for (int32_t x = 0; x < w; ++x) {
     float v[3] = {r[x], g[x], b[x]};
     fn(j, v);
@@ -151,8 +152,8 @@ OBSAUG_ROW_CLONES void jitter_frame_rows(const FrameView<T>& src, const OpDesc& 
   float* r = rgb;
   float* g = rgb + w;
   float* b = rgb + 2 * static_cast<int64_t>(w);
-  const bool on[4] = {op.jitter_on[kBrightness], op.jitter_on[kContrast],
-                      op.jitter_on[kSaturation], op.jitter_on[kHue]};
+  const bool on[4] = {op.jitter_on[kBrightness], op.jitter_on[kContrast], op.jitter_on[kSaturation],
+                      op.jitter_on[kHue]};
   for (int32_t y = 0; y < src.h; ++y) {
     const int64_t row = static_cast<int64_t>(y) * w;
     float* lanes[3] = {r, g, b};
@@ -162,11 +163,13 @@ OBSAUG_ROW_CLONES void jitter_frame_rows(const FrameView<T>& src, const OpDesc& 
       for (int32_t x = 0; x < w; ++x) v[x] = static_cast<float>(in[x]);
     }
     if (on[kBrightness])
-      jitter_lanes(r, g, b, w, j, [](const JitterFactors& f, float* v) { jitter_brightness(f, v); });
+      jitter_lanes(r, g, b, w, j,
+                   [](const JitterFactors& f, float* v) { jitter_brightness(f, v); });
     if (on[kContrast])
       jitter_lanes(r, g, b, w, j, [](const JitterFactors& f, float* v) { jitter_contrast(f, v); });
     if (on[kSaturation])
-      jitter_lanes(r, g, b, w, j, [](const JitterFactors& f, float* v) { jitter_saturation(f, v); });
+      jitter_lanes(r, g, b, w, j,
+                   [](const JitterFactors& f, float* v) { jitter_saturation(f, v); });
     if (on[kHue])
       jitter_lanes(r, g, b, w, j, [](const JitterFactors& f, float* v) { hue_shift(f.hue, v); });
     for (int c = 0; c < 3; ++c) {
