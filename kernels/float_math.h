@@ -140,17 +140,19 @@ OBSAUG_HD Reduced reduce_pio2(float x) {
 
 }  // namespace float_math_detail
 
-// e^x (see the top of the file for the error and the specials).
-OBSAUG_HD float exp_f32(float x) {
+// Whether exp_f32(x) takes a special case (NaN, or a result that rounds to
+// +0 or +inf) instead of exp_f32_main.
+OBSAUG_HD bool exp_f32_is_special(float x) {
   using namespace float_math_detail;
   const uint32_t ux = bits_of(x);
   const uint32_t ax = ux & 0x7fffffffu;
-  if (ax > 0x7f800000u) return float_of(kNaN);
-  if (ux >= 0x80000000u) {
-    if (ax >= 0x42cff1b5u) return 0.0f;  // x <= -103.972084, -inf: rounds to +0
-  } else if (ax >= 0x42b17218u) {
-    return float_of(0x7f800000u);  // x >= 88.7228394, +inf: rounds to +inf
-  }
+  return ax > 0x7f800000u || (ux >= 0x80000000u ? ax >= 0x42cff1b5u : ax >= 0x42b17218u);
+}
+
+// e^x for x with !exp_f32_is_special(x), without branches (every scaling
+// computed, one selected) so that a CPU lane loop over it vectorizes.
+OBSAUG_HD float exp_f32_main(float x) {
+  using namespace float_math_detail;
   // x = k ln2 + hi - lo, |hi - lo| <= ln2/2 + a little; hi exact (Sterbenz).
   const int k = static_cast<int>(add_rn(mul_rn(x, kInvLn2), x < 0.0f ? -0.5f : 0.5f));
   const float fk = static_cast<float>(k);
@@ -169,12 +171,25 @@ OBSAUG_HD float exp_f32(float x) {
   const float s = add_rn(1.0f, hi);
   const float s_err = sub_rn(hi, sub_rn(s, 1.0f));  // exact: |hi| < 1
   const float y = add_rn(s, add_rn(s_err, c));      // in [0.70, 1.42]
-  // y * 2^k, k in [-150, 128]: exact, or a single rounding when the result is
-  // subnormal (y * 2^(k+100) is normal and exact, then times 2^-100).
-  if (k > 127) return mul_rn(mul_rn(y, 2.0f), float_of(0x7f000000u));  // 2^127
-  if (k >= -126) return mul_rn(y, float_of(static_cast<uint32_t>(k + 127) << 23));
-  return mul_rn(mul_rn(y, float_of(static_cast<uint32_t>(k + 227) << 23)),
-                float_of(0x0d800000u));  // 2^-100
+  // y * 2^k, k in [-150, 128], as (y * s1) * s2: exact, or a single rounding
+  // when the result is subnormal (y * 2^(k+100) is normal and exact, then
+  // times 2^-100). k = 128: s1 = 2, s2 = 2^127; k >= -126: s1 = 2^k, s2 = 1
+  // (times 1 is exact); below: s1 = 2^(k+100), s2 = 2^-100. The scalings are
+  // picked as integers and both products always computed: no branch.
+  const uint32_t s1 =
+      k > 127 ? 0x40000000u : static_cast<uint32_t>(k >= -126 ? k + 127 : k + 227) << 23;
+  const uint32_t s2 = k > 127 ? 0x7f000000u : (k >= -126 ? 0x3f800000u : 0x0d800000u);
+  return mul_rn(mul_rn(y, float_of(s1)), float_of(s2));
+}
+
+// e^x (see the top of the file for the error and the specials).
+OBSAUG_HD float exp_f32(float x) {
+  using namespace float_math_detail;
+  if (exp_f32_is_special(x)) {
+    if ((bits_of(x) & 0x7fffffffu) > 0x7f800000u) return float_of(kNaN);
+    return x < 0.0f ? 0.0f : float_of(0x7f800000u);  // x <= -103.972084: +0; >= 88.7228394: +inf
+  }
+  return exp_f32_main(x);
 }
 
 // ln x (see the top of the file for the error and the specials).

@@ -68,16 +68,42 @@ OBSAUG_HD Segment segment_of(const PipelineDesc& p, int i) {
   return s;
 }
 
+// Branch-free building blocks, so that the CPU's row loops
+// (kernels/frame_rows_cpu.h) vectorize what the CUDA kernel computes pixel by
+// pixel. A choice is a bitwise blend: no compiler sees a branch to thread a
+// constant through (which would leave a trapping operation in a branch and
+// stop the vectorizer under -ftrapping-math).
+
+// a if take_a, else b.
+OBSAUG_HD float blend_bits(bool take_a, float a, float b) {
+  using float_math_detail::bits_of;
+  const uint32_t mask = 0u - static_cast<uint32_t>(take_a);
+  return float_math_detail::float_of((mask & bits_of(a)) | (~mask & bits_of(b)));
+}
+
+// floorf(x) for every x (up to the sign of a zero result): a conversion to
+// int32 where |x| < 2^23, one down where that rounded up; x itself beyond.
+OBSAUG_HD float floor_f32(float x) {
+  const bool fractional = fabsf(x) < 8388608.0f;  // false for NaN
+  const float t = static_cast<float>(static_cast<int32_t>(blend_bits(fractional, x, 0.0f)));
+  return blend_bits(fractional, blend_bits(t > x, sub_rn(t, 1.0f), t), x);
+}
+
+// fmaxf and fminf with the host libm's values: the first argument on a tie
+// (of zeros), the other argument when one is NaN.
+OBSAUG_HD float max_f32(float a, float b) { return blend_bits(a >= b || b != b, a, b); }
+OBSAUG_HD float min_f32(float a, float b) { return blend_bits(a <= b || b != b, a, b); }
+
+OBSAUG_HD float clamp255(float v) { return min_f32(max_f32(v, 0.0f), 255.0f); }
+OBSAUG_HD float clamp01(float v) { return min_f32(max_f32(v, 0.0f), 1.0f); }
+
 // Rounding to the pipeline's dtype at the end of an op computed in float:
 // uint8 `floorf(fminf(fmaxf(v, 0), 255) + 0.5f)` (NaN gives 0); float keeps v.
 OBSAUG_HD uint8_t from_float(float v, const uint8_t*) {
-  const float c = fminf(fmaxf(v, 0.0f), 255.0f);
-  return static_cast<uint8_t>(floorf(add_rn(c, 0.5f)));
+  // c + 0.5 lies in [0.5, 255.5]: truncation is floorf there (and has no branch)
+  return static_cast<uint8_t>(static_cast<int32_t>(add_rn(clamp255(v), 0.5f)));
 }
 OBSAUG_HD float from_float(float v, const float*) { return v; }
-
-OBSAUG_HD float clamp255(float v) { return fminf(fmaxf(v, 0.0f), 255.0f); }
-OBSAUG_HD float clamp01(float v) { return fminf(fmaxf(v, 0.0f), 1.0f); }
 
 // Luma with float32 constants, left to right.
 OBSAUG_HD float gray_float(float r, float g, float b) {
@@ -91,29 +117,30 @@ OBSAUG_HD uint8_t grayscale_value(uint8_t r, uint8_t g, uint8_t b) {
 OBSAUG_HD float grayscale_value(float r, float g, float b) { return gray_float(r, g, b); }
 
 // Hue rotation by h turns of an RGB pixel in 0..255 (torchvision's
-// rgb -> hsv -> rgb, as DESIGN.md section 3a writes it).
+// rgb -> hsv -> rgb, as DESIGN.md section 3a writes it). Branch-free (every
+// candidate computed, then selected in the order of the definition) so that
+// a CPU row loop over it vectorizes; the quotients are the definition's.
+// For finite v whose max - min does not overflow, t is in [0, 1) and i in 0..6.
 OBSAUG_HD void hue_shift(float h, float* v) {
   const float r = div_rn(v[0], 255.0f);
   const float g = div_rn(v[1], 255.0f);
   const float b = div_rn(v[2], 255.0f);
-  const float mx = fmaxf(fmaxf(r, g), b);
-  const float mn = fminf(fminf(r, g), b);
+  const float mx = max_f32(max_f32(r, g), b);
+  const float mn = min_f32(min_f32(r, g), b);
   const float d = sub_rn(mx, mn);
-  const float sat = d == 0.0f ? 0.0f : div_rn(d, mx);
-  float h6 = 0.0f;
-  if (d != 0.0f) {
-    if (mx == r) {
-      h6 = sub_rn(div_rn(sub_rn(mx, b), d), div_rn(sub_rn(mx, g), d));
-    } else if (mx == g) {
-      h6 = sub_rn(add_rn(2.0f, div_rn(sub_rn(mx, r), d)), div_rn(sub_rn(mx, b), d));
-    } else {
-      h6 = sub_rn(add_rn(4.0f, div_rn(sub_rn(mx, g), d)), div_rn(sub_rn(mx, r), d));
-    }
-  }
+  const float sat = blend_bits(d == 0.0f, 0.0f, div_rn(d, mx));
+  const float from_r = div_rn(sub_rn(mx, r), d);  // (mx-R)/d, (mx-G)/d, (mx-B)/d
+  const float from_g = div_rn(sub_rn(mx, g), d);
+  const float from_b = div_rn(sub_rn(mx, b), d);
+  const float h6_r = sub_rn(from_b, from_g);
+  const float h6_g = sub_rn(add_rn(2.0f, from_r), from_b);
+  const float h6_b = sub_rn(add_rn(4.0f, from_g), from_r);
+  const float h6 =
+      blend_bits(d == 0.0f, 0.0f, blend_bits(mx == r, h6_r, blend_bits(mx == g, h6_g, h6_b)));
   float t = add_rn(add_rn(div_rn(h6, 6.0f), 1.0f), h);
-  t = sub_rn(t, floorf(t));
+  t = sub_rn(t, floor_f32(t));
   const float t6 = mul_rn(t, 6.0f);
-  const float i_float = floorf(t6);
+  const float i_float = floor_f32(t6);
   const float f = sub_rn(t6, i_float);
   const int i = static_cast<int>(i_float) % 6;
   const float value = mx;
@@ -123,38 +150,61 @@ OBSAUG_HD void hue_shift(float h, float* v) {
   // (R, G, B) for i = 0..5 as indices into {V, p, q, u}:
   // (V,u,p), (q,V,p), (p,V,u), (p,q,V), (u,p,V), (V,p,q).
   const float choice[4] = {value, p, q, u};
-  const unsigned char pick[6][3] = {{0, 3, 1}, {2, 0, 1}, {1, 0, 3},
-                                    {1, 2, 0}, {3, 1, 0}, {0, 1, 2}};
-  float rgb[3];
-  for (int c = 0; c < 3; ++c) rgb[c] = choice[pick[i][c]];
-  for (int c = 0; c < 3; ++c) v[c] = mul_rn(rgb[c], 255.0f);
+  constexpr unsigned char kPick[6][3] = {{0, 3, 1}, {2, 0, 1}, {1, 0, 3},
+                                         {1, 2, 0}, {3, 1, 0}, {0, 1, 2}};
+  for (int c = 0; c < 3; ++c) {  // picked as bits: compilers turn a chain of selects into a switch
+    float picked = 0.0f;
+    for (int k = 0; k < 6; ++k) picked = blend_bits(i == k, choice[kPick[k][c]], picked);
+    v[c] = mul_rn(picked, 255.0f);
+  }
+}
+
+// color_jitter's components on one RGB pixel in float, in the order they
+// apply (jitter_rgb); `JitterFactors` holds what they multiply by.
+struct JitterFactors {
+  float brightness, mean, contrast, saturation, hue;
+};
+
+OBSAUG_HD JitterFactors jitter_factors(const OpDesc& op, const OpDraw& d, float mean0) {
+  JitterFactors j;
+  j.brightness = op.jitter_on[kBrightness] ? d.factor[kBrightness] : 1.0f;
+  j.mean = fminf(mul_rn(j.brightness, mean0), 255.0f);
+  j.contrast = d.factor[kContrast];
+  j.saturation = d.factor[kSaturation];
+  j.hue = d.factor[kHue];
+  return j;
+}
+OBSAUG_HD void jitter_brightness(const JitterFactors& j, float* v) {
+  for (int c = 0; c < 3; ++c) v[c] = clamp255(mul_rn(v[c], j.brightness));
+}
+OBSAUG_HD void jitter_contrast(const JitterFactors& j, float* v) {
+  for (int c = 0; c < 3; ++c)
+    v[c] = clamp255(add_rn(mul_rn(sub_rn(v[c], j.mean), j.contrast), j.mean));
+}
+OBSAUG_HD void jitter_saturation(const JitterFactors& j, float* v) {
+  const float g = gray_float(v[0], v[1], v[2]);
+  for (int c = 0; c < 3; ++c) v[c] = clamp255(add_rn(g, mul_rn(sub_rn(v[c], g), j.saturation)));
 }
 
 // color_jitter on one RGB pixel in float (gate already open). `mean0` is the
 // frame's mean gray before the op (used when contrast is on).
 OBSAUG_HD void jitter_rgb(const OpDesc& op, const OpDraw& d, float mean0, float* v) {
-  const float b = op.jitter_on[kBrightness] ? d.factor[kBrightness] : 1.0f;
-  if (op.jitter_on[kBrightness]) {
-    for (int c = 0; c < 3; ++c) v[c] = clamp255(mul_rn(v[c], b));
-  }
-  if (op.jitter_on[kContrast]) {
-    const float m = fminf(mul_rn(b, mean0), 255.0f);
-    const float s = d.factor[kContrast];
-    for (int c = 0; c < 3; ++c) v[c] = clamp255(add_rn(mul_rn(sub_rn(v[c], m), s), m));
-  }
-  if (op.jitter_on[kSaturation]) {
-    const float g = gray_float(v[0], v[1], v[2]);
-    const float s = d.factor[kSaturation];
-    for (int c = 0; c < 3; ++c) v[c] = clamp255(add_rn(g, mul_rn(sub_rn(v[c], g), s)));
-  }
-  if (op.jitter_on[kHue]) hue_shift(d.factor[kHue], v);
+  const JitterFactors j = jitter_factors(op, d, mean0);
+  if (op.jitter_on[kBrightness]) jitter_brightness(j, v);
+  if (op.jitter_on[kContrast]) jitter_contrast(j, v);
+  if (op.jitter_on[kSaturation]) jitter_saturation(j, v);
+  if (op.jitter_on[kHue]) hue_shift(j.hue, v);
 }
 
 // contrast's mean: each pixel contributes q = int64(rintf(gray * 65536)) and
 // m0 = float(double(sum q) / (65536 H W)); an integer sum, so any summation
 // order gives the same m0.
+// q as a float (an integer value; the CPU's row sum converts it in lanes).
+OBSAUG_HD float gray_fixed_float(float r, float g, float b) {
+  return rintf(mul_rn(gray_float(r, g, b), 65536.0f));
+}
 OBSAUG_HD int64_t gray_fixed(float r, float g, float b) {
-  return static_cast<int64_t>(rintf(mul_rn(gray_float(r, g, b), 65536.0f)));
+  return static_cast<int64_t>(gray_fixed_float(r, g, b));
 }
 OBSAUG_HD float mean_of_sum(int64_t sum, int32_t h, int32_t w) {
   return static_cast<float>(static_cast<double>(sum) /
@@ -202,6 +252,20 @@ OBSAUG_HD int64_t gray_fixed_at(const FrameView<T>& f, int64_t j) {
                     static_cast<float>(f.base[2 * f.channel_stride + j]));
 }
 
+// random_conv's arithmetic (DESIGN.md section 3a), shared with the CPU's row
+// loops: an input value scaled to 0..1, one tap of the accumulation (taps in
+// the order j = (i*3 + ky)*3 + kx), and the activation.
+OBSAUG_HD float conv_input(float value) { return div_rn(value, 255.0f); }
+OBSAUG_HD float conv_tap(float acc, float weight, float in) {
+  return add_rn(acc, mul_rn(weight, in));
+}
+OBSAUG_HD float conv_sigmoid_of_exp(float exp_of_minus_acc) {
+  return mul_rn(255.0f, div_rn(1.0f, add_rn(1.0f, exp_of_minus_acc)));
+}
+OBSAUG_HD float conv_output(bool sigmoid, float acc) {
+  return sigmoid ? conv_sigmoid_of_exp(exp_f32(-acc)) : mul_rn(255.0f, acc);
+}
+
 // random_conv at (y, x) of `src` (the state just before the op), 3 channels out.
 template <typename T>
 OBSAUG_HD void conv_pixel(const OpDesc& op, const float* weights, const FrameView<T>& src,
@@ -219,16 +283,14 @@ OBSAUG_HD void conv_pixel(const OpDesc& op, const float* weights, const FrameVie
           sx = clamp_coord(sx, src.w);
           value = static_cast<float>(pixel_at(src, i, sy, sx));
         }
-        in[(i * 3 + ky) * 3 + kx] = div_rn(value, 255.0f);
+        in[(i * 3 + ky) * 3 + kx] = conv_input(value);
       }
     }
   }
   for (int o = 0; o < 3; ++o) {
     float acc = 0.0f;
-    for (int j = 0; j < 27; ++j) acc = add_rn(acc, mul_rn(weights[o * 27 + j], in[j]));
-    const float out = op.sigmoid ? mul_rn(255.0f, div_rn(1.0f, add_rn(1.0f, exp_f32(-acc))))
-                                 : mul_rn(255.0f, acc);
-    v[o] = from_float(out, static_cast<const T*>(nullptr));
+    for (int j = 0; j < 27; ++j) acc = conv_tap(acc, weights[o * 27 + j], in[j]);
+    v[o] = from_float(conv_output(op.sigmoid, acc), static_cast<const T*>(nullptr));
   }
 }
 
