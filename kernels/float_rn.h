@@ -1,4 +1,4 @@
-// Correctly rounded float32 arithmetic that no compiler contracts into an FMA
+// Correctly rounded float32 (and double) arithmetic that no compiler contracts into an FMA
 // or replaces with an approximation, so that the CPU and the GPU round
 // identically (DESIGN.md section 3a, "Float math"). Host code is built with
 // -ffp-contract=off and without fast-math; device code uses the explicitly
@@ -11,30 +11,47 @@
 
 namespace obsaug {
 
-OBSAUG_HD float mul_rn(float a, float b) {
+// a * b, a + b, a - b, a / b for T = float or double.
+template <typename T>
+OBSAUG_HD T mul_rn(T a, T b) {
 #if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
+  if constexpr (sizeof(T) == 8)
+    return __dmul_rn(a, b);
+  else
+    return __fmul_rn(a, b);
 #else
   return a * b;
 #endif
 }
-OBSAUG_HD float add_rn(float a, float b) {
+template <typename T>
+OBSAUG_HD T add_rn(T a, T b) {
 #if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
+  if constexpr (sizeof(T) == 8)
+    return __dadd_rn(a, b);
+  else
+    return __fadd_rn(a, b);
 #else
   return a + b;
 #endif
 }
-OBSAUG_HD float sub_rn(float a, float b) {
+template <typename T>
+OBSAUG_HD T sub_rn(T a, T b) {
 #if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
+  if constexpr (sizeof(T) == 8)
+    return __dsub_rn(a, b);
+  else
+    return __fsub_rn(a, b);
 #else
   return a - b;
 #endif
 }
-OBSAUG_HD float div_rn(float a, float b) {
+template <typename T>
+OBSAUG_HD T div_rn(T a, T b) {
 #if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
+  if constexpr (sizeof(T) == 8)
+    return __ddiv_rn(a, b);
+  else
+    return __fdiv_rn(a, b);
 #else
   return a / b;
 #endif

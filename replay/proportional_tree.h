@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/float_rn.h"
 #include "kernels/hd.h"
 #include "kernels/philox.h"
 
@@ -40,37 +41,6 @@ OBSAUG_HD Philox4 replay_block(uint64_t seed, uint64_t call, uint32_t b, uint32_
   return philox4x32_10(Philox4{{static_cast<uint32_t>(call), static_cast<uint32_t>(call >> 32), b,
                                 kReplayTag | attempt}},
                        static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-}
-
-// Correctly rounded double arithmetic that no compiler contracts into an FMA
-// (host code is built with -ffp-contract=off; device code uses the intrinsics).
-OBSAUG_HD double add_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-OBSAUG_HD double sub_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-OBSAUG_HD double mul_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-OBSAUG_HD double div_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
 }
 
 // The number of leaves for `capacity` slots: the smallest power of two >= it.

@@ -468,7 +468,7 @@ struct ReplayBuffer::Impl {
     if (!(total > 0.0)) bad("sample", kAllZeroPriorities);
     slots->resize(fractions.size());
     for (size_t i = 0; i < fractions.size(); ++i)
-      (*slots)[i] = tree::descend(h.view.sum, leaves, tree::mul_rn(fractions[i], total));
+      (*slots)[i] = tree::descend(h.view.sum, leaves, mul_rn(fractions[i], total));
     return h.view.min[1];
   }
 
