@@ -61,7 +61,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import torch
 import torch.nn as nn
@@ -295,30 +295,38 @@ def print_summary(rows: List[Dict]) -> None:
     groups: Dict[tuple, Dict[str, Dict]] = {}
     for r in rows:
         groups.setdefault((r["device"], r["frames"], r["batch"]), {})[r["method"]] = r
-    print("\nSummary 1: fused shift+overlay, uint8, x copy (t_copy / t; 1.0 = one copy of the "
-          "batch), and vs eager:")
-    head = (f"{'device':<7} {'frames':<8} {'B':>5}  {'in place':>8} {'out':>6} {'out=':>6} "
-            f"{'reuse':>6}  {'in place vs eager':>17}")
-    print(head)
-    print("-" * len(head))
-    for (dev, frames, b), g in groups.items():
+
+    def summary(title: str, columns: str, cells: Callable[[Dict[str, Dict]], str]) -> None:
+        head = f"{'device':<7} {'frames':<8} {'B':>5}  " + columns
+        print(title)
+        print(head)
+        print("-" * len(head))
+        for (dev, frames, b), g in groups.items():
+            print(f"{dev:<7} {frames:<8} {b:>5}  " + cells(g))
+
+    def uint8_cells(g: Dict[str, Dict]) -> str:
         x = {k: g[k]["x_copy"] for k in ("obsaug_inplace", "obsaug_out", "obsaug_out_into",
                                          "obsaug_reuse")}
-        print(f"{dev:<7} {frames:<8} {b:>5}  {x['obsaug_inplace']:>8.2f} {x['obsaug_out']:>6.2f} "
-              f"{x['obsaug_out_into']:>6.2f} {x['obsaug_reuse']:>6.2f}  "
-              f"{g['obsaug_inplace']['speedup']:>16.2f}x")
-    print("\nSummary 2: float paths. u8->f32 affine (v/255 - 0.5) x f32 copy (t_f32copy / t); "
-          "shift f32 and nn.RandomShift vs DrQ-v2 RandomShiftsAug (t_drqv2 / t):")
-    head = (f"{'device':<7} {'frames':<8} {'B':>5}  {'affine out':>10} {'affine out=':>11}  "
-            f"{'shift out':>9} {'shift out=':>10} {'nn.RandomShift':>14}")
-    print(head)
-    print("-" * len(head))
-    for (dev, frames, b), g in groups.items():
-        print(f"{dev:<7} {frames:<8} {b:>5}  {g['obsaug_affine']['x_copy']:>10.2f} "
-              f"{g['obsaug_affine_into']['x_copy']:>11.2f}  "
-              f"{g['obsaug_shift_f32']['speedup']:>8.2f}x {g['obsaug_shift_f32_into']['speedup']:>9.2f}x "
-              f"{g['nn_shift']['speedup']:>13.2f}x")
+        return (f"{x['obsaug_inplace']:>8.2f} {x['obsaug_out']:>6.2f} "
+                f"{x['obsaug_out_into']:>6.2f} {x['obsaug_reuse']:>6.2f}  "
+                f"{g['obsaug_inplace']['speedup']:>16.2f}x")
 
+    def float_cells(g: Dict[str, Dict]) -> str:
+        return (f"{g['obsaug_affine']['x_copy']:>10.2f} "
+                f"{g['obsaug_affine_into']['x_copy']:>11.2f}  "
+                f"{g['obsaug_shift_f32']['speedup']:>8.2f}x "
+                f"{g['obsaug_shift_f32_into']['speedup']:>9.2f}x "
+                f"{g['nn_shift']['speedup']:>13.2f}x")
+
+    summary("\nSummary 1: fused shift+overlay, uint8, x copy (t_copy / t; 1.0 = one copy of the "
+            "batch), and vs eager:",
+            f"{'in place':>8} {'out':>6} {'out=':>6} {'reuse':>6}  {'in place vs eager':>17}",
+            uint8_cells)
+    summary("\nSummary 2: float paths. u8->f32 affine (v/255 - 0.5) x f32 copy (t_f32copy / t); "
+            "shift f32 and nn.RandomShift vs DrQ-v2 RandomShiftsAug (t_drqv2 / t):",
+            f"{'affine out':>10} {'affine out=':>11}  "
+            f"{'shift out':>9} {'shift out=':>10} {'nn.RandomShift':>14}",
+            float_cells)
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],

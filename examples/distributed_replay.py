@@ -15,10 +15,9 @@ training loop per rank). gloo for CPU shards, NCCL for CUDA ones
 from __future__ import annotations
 
 import argparse
-import collections
 import os
 import sys
-import time
+from typing import Tuple
 
 import numpy as np
 import torch
@@ -29,7 +28,8 @@ sys.path.insert(0, os.path.join(HERE, os.pardir, "python"))
 sys.path.insert(0, HERE)
 import obsaug  # noqa: E402
 from obsaug.distributed import ShardedReplayBuffer  # noqa: E402
-from drqv2_agent import FRAME_STACK, N_STEP, SIZE, DrQV2, linear_schedule, make_env  # noqa: E402
+from drqv2_agent import (  # noqa: E402  (the agent example's networks, config and acting loop)
+    FRAME_STACK, N_STEP, SIZE, DrQV2, drq_engine_config, linear_schedule, make_env, run_steps)
 
 
 def main() -> int:
@@ -59,47 +59,31 @@ def main() -> int:
                              frame_shape=(3, SIZE, SIZE), frame_stack=FRAME_STACK,
                              action_shape=(env.action_dim,), device=device, n_step=N_STEP,
                              seed=args.seed)  # the same buffer seed on every rank
-    engine = obsaug.Engine.from_torch_distributed({  # key seed + rank: ranks draw apart
-        "device": str(device), "seed": args.seed,
-        "frames": {"stack": FRAME_STACK, "channels": 3, "height": SIZE, "width": SIZE},
-        "pipeline": [{"op": "shift", "pad": 4, "padding": "replicate"}],
-        "output": {"dtype": "float32", "scale": 1.0 / 255.0, "bias": -0.5}})
+    # key seed + rank: ranks draw apart
+    engine = obsaug.Engine.from_torch_distributed(drq_engine_config(device, args.seed))
     agent = DrQV2(env.action_dim, device)
     std = linear_schedule(1.0, 0.1, max(1, args.steps // 2))
     print(f"rank {rank}/{world}: {env_name} on {device}; {rb}", flush=True)
 
-    frames = collections.deque(maxlen=FRAME_STACK)
-
-    def start() -> None:
-        f = env.reset()
-        rb.add_first(f)
-        frames.extend([torch.from_numpy(f)] * FRAME_STACK)
-
-    start()
-    episode_return, losses, updates = 0.0, (float("nan"), float("nan")), 0
     owners = torch.zeros(world, dtype=torch.int64)
-    t0 = time.perf_counter()
-    for step in range(1, args.steps + 1):
-        if step <= args.seed_steps:
-            action = np.random.uniform(-1, 1, env.action_dim).astype(np.float32)
-        else:
-            action = agent.act(torch.cat(list(frames)), std(step), explore=True)
-        frame, reward, terminated, truncated = env.step(action)
-        rb.add(action, float(reward), frame, terminated=terminated, truncated=truncated)
-        frames.append(torch.from_numpy(frame))
-        episode_return += reward
-        if terminated or truncated:
-            print(f"rank {rank} step {step:6d}  return {episode_return:8.1f}  "
-                  f"critic {losses[0]:.3f}  actor {losses[1]:.3f}  "
-                  f"{step / (time.perf_counter() - t0):.1f} steps/s", flush=True)
-            episode_return = 0.0
-            start()
+    updates = 0
+
+    def on_episode(step: int, episode_return: float, losses: Tuple[float, float],
+                   rate: float) -> None:
+        print(f"rank {rank} step {step:6d}  return {episode_return:8.1f}  "
+              f"critic {losses[0]:.3f}  actor {losses[1]:.3f}  {rate:.1f} steps/s", flush=True)
+
+    def update(step: int) -> Tuple[float, float]:
         # every rank reaches the same steps: the collective sample is called in step
-        if step > min(args.seed_steps, args.steps // 4) and step % args.update_every == 0:
-            batch = rb.sample(args.batch, augment=engine)
-            owners += torch.bincount((batch["indices"] // rb.capacity).cpu(), minlength=world)
-            losses = agent.update(batch, std(step))
-            updates += 1
+        nonlocal owners, updates
+        batch = rb.sample(args.batch, augment=engine)
+        owners += torch.bincount((batch["indices"] // rb.capacity).cpu(), minlength=world)
+        losses = agent.update(batch, std(step))
+        updates += 1
+        return losses
+
+    run_steps(env, rb, agent, std, args.steps, args.seed_steps, args.update_every, update,
+              on_episode)
     share = ", ".join(f"rank {r} {int(n)}" for r, n in enumerate(owners))
     print(f"rank {rank}: {updates} updates; transitions drawn from {share}", flush=True)
     engine.close()

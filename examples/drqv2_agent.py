@@ -25,7 +25,7 @@ import collections
 import os
 import sys
 import time
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 import torch
@@ -204,6 +204,52 @@ def linear_schedule(start: float, end: float, duration: int) -> Callable[[int], 
     return lambda step: end + (start - end) * max(0.0, 1.0 - step / duration)
 
 
+def drq_engine_config(device: torch.device, seed: int) -> dict:
+    """DrQ's shift (pad 4, replicate), fused with the encoder's v/255 - 0.5."""
+    return {"device": str(device), "seed": seed,
+            "frames": {"stack": FRAME_STACK, "channels": 3, "height": SIZE, "width": SIZE},
+            "pipeline": [{"op": "shift", "pad": 4, "padding": "replicate"}],
+            "output": {"dtype": "float32", "scale": 1.0 / 255.0, "bias": -0.5}}
+
+
+def run_steps(env, rb, agent: "DrQV2", std: Callable[[int], float], steps: int, seed_steps: int,
+              update_every: int, update: Callable[[int], Optional[Tuple[float, float]]],
+              on_episode: Callable[[int, float, Tuple[float, float], float], None]) -> None:
+    """The DrQ-v2 acting loop: steps env for steps steps (uniform random actions for
+    the first seed_steps, then agent.act with noise std(step)) and adds every frame
+    to rb. From step min(seed_steps, steps // 4) + 1 on, every update_every-th step
+    calls update(step), which returns the (critic, actor) losses or None when it did
+    not update. At each episode's end calls on_episode(step, episode_return, the last
+    losses, steps per second so far) before the next reset."""
+    frames = collections.deque(maxlen=FRAME_STACK)  # the acting stack, first frame repeated
+
+    def start() -> None:
+        f = env.reset()
+        rb.add_first(f)
+        frames.extend([torch.from_numpy(f)] * FRAME_STACK)
+
+    start()
+    episode_return, losses = 0.0, (float("nan"), float("nan"))
+    t0 = time.perf_counter()
+    for step in range(1, steps + 1):
+        if step <= seed_steps:
+            action = np.random.uniform(-1, 1, env.action_dim).astype(np.float32)
+        else:
+            action = agent.act(torch.cat(list(frames)), std(step), explore=True)
+        frame, reward, terminated, truncated = env.step(action)
+        rb.add(action, float(reward), frame, terminated=terminated, truncated=truncated)
+        frames.append(torch.from_numpy(frame))
+        episode_return += reward
+        if terminated or truncated:
+            on_episode(step, episode_return, losses, step / (time.perf_counter() - t0))
+            episode_return = 0.0
+            start()
+        if step > min(seed_steps, steps // 4) and step % update_every == 0:
+            new = update(step)
+            if new is not None:
+                losses = new
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=100_000, help="environment steps")
@@ -228,44 +274,26 @@ def main() -> None:
                              frame_shape=(3, SIZE, SIZE), frame_stack=FRAME_STACK,
                              action_shape=(env.action_dim,), device=device, n_step=N_STEP,
                              gamma=args.gamma, seed=args.seed)
-    engine = obsaug.Engine({  # DrQ's shift, fused with the encoder's v/255 - 0.5
-        "device": str(device), "seed": args.seed,
-        "frames": {"stack": FRAME_STACK, "channels": 3, "height": SIZE, "width": SIZE},
-        "pipeline": [{"op": "shift", "pad": 4, "padding": "replicate"}],
-        "output": {"dtype": "float32", "scale": 1.0 / 255.0, "bias": -0.5}})
+    engine = obsaug.Engine(drq_engine_config(device, args.seed))
     agent = DrQV2(env.action_dim, device)
     std = linear_schedule(1.0, 0.1, max(1, args.steps // 2))
     print(f"drqv2_agent: {env_name} on {device}, {args.steps} steps; {rb}", flush=True)
 
-    frames = collections.deque(maxlen=FRAME_STACK)  # the acting stack, first frame repeated
+    curve = []
 
-    def start() -> None:
-        f = env.reset()
-        rb.add_first(f)
-        frames.extend([torch.from_numpy(f)] * FRAME_STACK)
+    def on_episode(step: int, episode_return: float, losses: Tuple[float, float],
+                   rate: float) -> None:
+        curve.append((step, episode_return))
+        print(f"step {step:7d}  return {episode_return:8.1f}  critic {losses[0]:.3f}  "
+              f"actor {losses[1]:.3f}  {rate:.1f} steps/s", flush=True)
 
-    start()
-    curve, episode_return, losses = [], 0.0, (float("nan"), float("nan"))
-    t0 = time.perf_counter()
-    for step in range(1, args.steps + 1):
-        if step <= args.seed_steps:
-            action = np.random.uniform(-1, 1, env.action_dim).astype(np.float32)
-        else:
-            action = agent.act(torch.cat(list(frames)), std(step), explore=True)
-        frame, reward, terminated, truncated = env.step(action)
-        rb.add(action, float(reward), frame, terminated=terminated, truncated=truncated)
-        frames.append(torch.from_numpy(frame))
-        episode_return += reward
-        if terminated or truncated:
-            curve.append((step, episode_return))
-            print(f"step {step:7d}  return {episode_return:8.1f}  critic {losses[0]:.3f}  "
-                  f"actor {losses[1]:.3f}  {step / (time.perf_counter() - t0):.1f} steps/s",
-                  flush=True)
-            episode_return = 0.0
-            start()
-        if step > min(args.seed_steps, args.steps // 4) and step % args.update_every == 0 \
-                and rb.num_valid:
-            losses = agent.update(rb.sample(args.batch, augment=engine), std(step))
+    def update(step: int) -> Optional[Tuple[float, float]]:
+        if not rb.num_valid:
+            return None
+        return agent.update(rb.sample(args.batch, augment=engine), std(step))
+
+    run_steps(env, rb, agent, std, args.steps, args.seed_steps, args.update_every, update,
+              on_episode)
     engine.close()
 
     import matplotlib

@@ -96,16 +96,21 @@ TEST(ProportionalTree, RandomUpdatesEqualARebuildBitForBit) {
   }
 }
 
-TEST(ProportionalTree, ADrawReadsTwoNodesPerLevel) {
-  const int64_t capacity = 1000000;  // 2^20 leaves
+// Every slot assigned, slot s the weight base + s % period.
+HostTree periodic_tree(int64_t capacity, double base, int64_t period) {
   HostTree t(capacity);
-  std::vector<int64_t> slots(capacity);
-  std::vector<double> w(capacity);
+  std::vector<int64_t> slots(static_cast<size_t>(capacity));
+  std::vector<double> w(static_cast<size_t>(capacity));
   for (int64_t s = 0; s < capacity; ++s) {
     slots[s] = s;
-    w[s] = 1.0 + static_cast<double>(s % 13);
+    w[s] = base + static_cast<double>(s % period);
   }
   t.assign(slots, w);
+  return t;
+}
+
+TEST(ProportionalTree, ADrawReadsTwoNodesPerLevel) {
+  HostTree t = periodic_tree(1000000, 1.0, 13);  // 2^20 leaves
   std::vector<int64_t> drawn(256);
   proportional_draw_host(t.view(), 3, 9, 256, drawn.data());
   for (int64_t b = 0; b < 256; ++b) {
@@ -121,15 +126,7 @@ TEST(ProportionalTree, AnUpdateTouchesOnlyTheAncestorsOfItsLeaves) {
   // Every node that is neither on an updated leaf's path to the root nor a
   // child of one holds NaN: an update that read such a node would carry NaN
   // into the root's sum, and one that wrote it would overwrite the NaN.
-  const int64_t capacity = 100000;
-  HostTree t(capacity);
-  std::vector<int64_t> all(capacity);
-  std::vector<double> w(capacity);
-  for (int64_t s = 0; s < capacity; ++s) {
-    all[s] = s;
-    w[s] = 0.5 + static_cast<double>(s % 7);
-  }
-  t.assign(all, w);
+  HostTree t = periodic_tree(100000, 0.5, 7);
   const std::vector<int64_t> slots{3, 4, 5000, 77777, 99999};
   const std::vector<double> updated{2.0, 0.0, 9.5, 1e-3, 4.0};
   std::set<int64_t> allowed;

@@ -87,6 +87,17 @@ def chi_square(counts, expected):
     return float(((counts - expected) ** 2 / expected).sum())
 
 
+def expect_value_error(call, words, failure):
+    """call() must raise ValueError with every one of words in its message;
+    failure is the AssertionError's message when it returns instead."""
+    try:
+        call()
+    except ValueError as e:
+        assert all(w in str(e) for w in words), str(e)
+    else:
+        raise AssertionError(failure)
+
+
 def ok(name):
     if dist.get_rank() == 0:
         print(f"CHECK {name} OK", flush=True)
@@ -147,13 +158,9 @@ def check_update_priorities_routing(world):
     assert torch.allclose(q, want, rtol=1e-12), (rank, q, want)
     # a rejected call on one rank changes nothing anywhere and raises on every rank
     bad = torch.tensor([-1.0 if rank == world - 1 else 3.0])
-    try:
-        rb.update_priorities(torch.tensor([0]), bad)
-    except ValueError as e:
-        assert ("finite and >= 0" in str(e)) if rank == world - 1 else (
-            f"rejected on rank {world - 1}" in str(e)), str(e)
-    else:
-        raise AssertionError("a negative priority was accepted")
+    words = "finite and >= 0" if rank == world - 1 else f"rejected on rank {world - 1}"
+    expect_value_error(lambda: rb.update_priorities(torch.tensor([0]), bad), [words],
+                       "a negative priority was accepted")
     q2 = rb.local._native.rows_at(slots)["weight"]
     assert torch.equal(q2, q), "a rejected update changed priorities"
     ok("update_priorities_routing")
@@ -263,24 +270,16 @@ def check_empty_shard_and_large_batch(world):
     engine.close()
     # every shard empty: a ValueError on every rank
     empty = sharded([0] * world)
-    try:
-        empty.sample(4)
-    except ValueError as e:
-        assert "0 valid transitions in all" in str(e), str(e)
-    else:
-        raise AssertionError("sampling from empty shards did not raise")
+    expect_value_error(lambda: empty.sample(4), ["0 valid transitions in all"],
+                       "sampling from empty shards did not raise")
     ok("empty_shard_and_large_batch")
 
 
 def check_disagreeing_ranks_raise(world):
     rank = dist.get_rank()
     rb = sharded([8] * world)
-    try:
-        rb.sample(4 + rank)
-    except ValueError as e:
-        assert "batch_size must be equal on every rank" in str(e), str(e)
-    else:
-        raise AssertionError("different batch sizes were accepted")
+    expect_value_error(lambda: rb.sample(4 + rank), ["batch_size must be equal on every rank"],
+                       "different batch sizes were accepted")
     ok("disagreeing_ranks_raise")
 
 
@@ -303,12 +302,9 @@ def check_checkpoint(world):
     # a checkpoint of another world size is refused with a message naming both
     other = os.path.join(os.environ["SHARDED_TMP"], f"other{rank}")
     os.makedirs(os.path.join(other, f"rank{rank}-of-{world + 2}"), exist_ok=True)
-    try:
-        ShardedReplayBuffer.load(other)
-    except ValueError as e:
-        assert f"world size {world + 2}" in str(e) and f"this group has {world}" in str(e), str(e)
-    else:
-        raise AssertionError("a checkpoint of another world size was loaded")
+    expect_value_error(lambda: ShardedReplayBuffer.load(other),
+                       [f"world size {world + 2}", f"this group has {world}"],
+                       "a checkpoint of another world size was loaded")
     ok("checkpoint")
 
 
