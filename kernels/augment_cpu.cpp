@@ -8,9 +8,10 @@
 // one pixel repeated); each row is gathered with a few vector moves (from the
 // transposed plane after an odd number of quarter turns), and the value ops
 // then run over whole planes in pipeline order: an overlay is a contiguous
-// blend, zero padding and cutouts fill row spans, grayscale and jitter run
-// pixel by pixel over the three planes. All arithmetic comes from
-// kernels/pipeline.h and kernels/frame_eval.h.
+// blend, zero padding and cutouts fill row spans, grayscale runs over the
+// three planes and color_jitter by rows (kernels/frame_rows_cpu.h, shared
+// with the per-frame path). All arithmetic comes from kernels/pipeline.h and
+// kernels/frame_eval.h.
 #include "kernels/augment_cpu.h"
 
 #include <ATen/Parallel.h>
@@ -22,6 +23,7 @@
 
 #include "kernels/cpu_clones.h"
 #include "kernels/frame_eval.h"
+#include "kernels/frame_rows_cpu.h"
 
 namespace obsaug {
 namespace {
@@ -498,17 +500,6 @@ OBSAUG_CLONES void gray_planes(T* __restrict r, T* __restrict g, T* __restrict b
   }
 }
 
-// color_jitter without contrast (no barrier) over the three planes of a frame.
-template <typename T>
-void jitter_planes(const OpDesc& op, const OpDraw& d, T* const* planes, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    float v[3];
-    for (int c = 0; c < 3; ++c) v[c] = static_cast<float>(planes[c][i]);
-    jitter_rgb(op, d, 0.0f, v);
-    for (int c = 0; c < 3; ++c) planes[c][i] = from_float(v[c], static_cast<const T*>(nullptr));
-  }
-}
-
 // Everything about one sample's geometry that every plane and row reuses.
 // Columns [first, end) of a row, in bytes, and how to fill them: a span of
 // at most 8 bytes is one 8-byte read-modify-write of `mask` at `window`
@@ -712,6 +703,7 @@ struct Scratch {
   std::vector<In> edges;            // two values per row
   std::vector<In> in_plane;         // the input plane (in place) or its transpose
   std::vector<In> values;           // the planes of a unit, when not written directly
+  std::vector<float> jitter_rows;   // color_jitter's three rows of floats
 };
 
 // Zero padding op k on one plane of the output layout.
@@ -797,6 +789,7 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
     scratch.rows.resize(2 * static_cast<size_t>(std::max(p.in_w, p.out_w)));
     scratch.edges.resize(2 * static_cast<size_t>(p.out_h));
     if (!direct) scratch.values.resize(group * out_plane);
+    if (mixes) scratch.jitter_rows.resize(3 * static_cast<size_t>(p.out_w));
     OpDraw draws[kMaxOps];
     In* values[kMaxMixedChannels];
     int64_t drawn_sample = -1;
@@ -862,8 +855,10 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
           }
         } else if (op.kind == OpKind::kGrayscale && d.gate) {
           gray_planes(values[0], values[1], values[2], out_plane);
-        } else if (op.kind == OpKind::kColorJitter && d.gate) {
-          jitter_planes(op, d, values, out_plane);
+        } else if (op.kind == OpKind::kColorJitter && d.gate) {  // no contrast: no barrier
+          const FrameView<In> frame{values[0], out_plane, p.out_h, p.out_w};
+          jitter_frame_rows(frame, op, jitter_factors(op, d, 0.0f), scratch.jitter_rows.data(),
+                            values[0], out_plane);
         }
       }
       if (!direct) {
