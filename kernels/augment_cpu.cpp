@@ -26,6 +26,74 @@
 #include "kernels/frame_rows_cpu.h"
 
 namespace obsaug {
+
+namespace {
+
+// Op k's step over every coordinate of the traces. `op.kind` is replaced by
+// the constant kKind, so trace_step's switch folds away inside the loop.
+template <OpKind kKind>
+void trace_op(OpDesc op, const OpDraw& d, int k, int a, int axis, int32_t n, AxisTrace* traces) {
+  op.kind = kKind;
+  const uint8_t swapped_bit = static_cast<uint8_t>(a != axis ? 1u << k : 0u);
+  for (int32_t i = 0; i < n; ++i) {
+    AxisTrace& t = traces[i];
+    if (t.zero_op >= 0) {
+      t.at_op[k] = 0;
+      continue;
+    }
+    t.at_op[k] = t.source;
+    t.swapped = static_cast<uint8_t>(t.swapped | swapped_bit);
+    bool zeroed = false;
+    t.source = trace_step(op, d, a, t.source, &zeroed);
+    if (zeroed) {
+      t.zero_op = static_cast<int16_t>(k);
+      t.source_swapped = a != axis;
+    }
+  }
+}
+
+}  // namespace
+
+// Op by op over all coordinates: the axis a live coordinate lies on is the
+// same for all of them at every stage, so each op's step runs n times in a row.
+void trace_axis_all(const PipelineDesc& p, const OpDraw* draws, int axis, int32_t n,
+                    AxisTrace* traces) {
+  for (int32_t i = 0; i < n; ++i) {
+    traces[i].source = i;
+    traces[i].zero_op = -1;
+    traces[i].swapped = 0;
+  }
+  int a = axis;
+  for (int k = p.n_ops - 1; k >= 0; --k) {
+    const OpDesc& op = p.ops[k];
+    const OpDraw& d = draws[k];
+    switch (op.kind) {
+      case OpKind::kShift:
+        trace_op<OpKind::kShift>(op, d, k, a, axis, n, traces);
+        break;
+      case OpKind::kCrop:
+        trace_op<OpKind::kCrop>(op, d, k, a, axis, n, traces);
+        break;
+      case OpKind::kTranslate:
+        trace_op<OpKind::kTranslate>(op, d, k, a, axis, n, traces);
+        break;
+      case OpKind::kFlip:
+        trace_op<OpKind::kFlip>(op, d, k, a, axis, n, traces);
+        break;
+      case OpKind::kRotate:
+        trace_op<OpKind::kRotate>(op, d, k, a, axis, n, traces);
+        break;
+      default:  // every value op keeps coordinates
+        trace_op<OpKind::kOverlay>(op, d, k, a, axis, n, traces);
+        break;
+    }
+    a = axis_before(op, d, a);
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    if (traces[i].zero_op < 0) traces[i].source_swapped = a != axis;
+  }
+}
+
 namespace {
 
 // dst[dst_x + i] = src[src_x + i * step], i < len: step +1 copies, 0 repeats
@@ -167,46 +235,63 @@ inline void fill_edge(T* row, int32_t n, int32_t len, T value, bool at_end) {
   __builtin_memcpy(window, &word, kWord);
 }
 
-// dst[i] = src[-i] for i < n (a mirrored copy), 16 bytes at a time.
+// dst[i] = src[-i] for i < n (a mirrored copy), 16 bytes at a time; the
+// last vector ends at n, overlapping the one before (rows of 16 or more).
 inline void mirror_elems(uint8_t* __restrict dst, const uint8_t* __restrict src, int32_t n) {
-  int32_t i = 0;
-  for (; i + 16 <= n; i += 16) {
+  const auto mirror16 = [&](int32_t i) {
     __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src - i - 15));
     v = _mm_shuffle_epi32(v, 0x1B);                                // dwords reversed
     v = _mm_shufflehi_epi16(_mm_shufflelo_epi16(v, 0xB1), 0xB1);   // words within dwords
     v = _mm_or_si128(_mm_srli_epi16(v, 8), _mm_slli_epi16(v, 8));  // bytes within words
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), v);
+  };
+  int32_t i = 0;
+  for (; i + 16 <= n; i += 16) mirror16(i);
+  if (i == n) return;
+  if (n >= 16) {
+    mirror16(n - 16);
+    return;
   }
   for (; i < n; ++i) dst[i] = src[-i];
 }
 inline void mirror_elems(float* __restrict dst, const float* __restrict src, int32_t n) {
   int32_t i = 0;
-  for (; i + 4 <= n; i += 4) {
+  const auto mirror4 = [&](int32_t i) {
     const __m128 v = _mm_loadu_ps(src - i - 3);
     _mm_storeu_ps(dst + i, _mm_shuffle_ps(v, v, 0x1B));
+  };
+  for (; i + 4 <= n; i += 4) mirror4(i);
+  if (i == n) return;
+  if (n >= 4) {
+    mirror4(n - 4);
+    return;
   }
   for (; i < n; ++i) dst[i] = src[-i];
 }
 
 // cells[x * h + y] = plane[y * w + x]: an h x w plane transposed into w x h,
-// in 16 x 16 (uint8) or 4 x 4 (float) blocks of SSE2 unpacks, the borders
-// one by one.
+// in 16 x 16 (uint8) or 4 x 4 (float) blocks of SSE2 unpacks. The last block
+// of a row or column of blocks is moved back to end at the border, so it
+// overlaps its neighbour (which only writes the same cells twice); planes
+// narrower than a block go one pixel at a time.
 template <typename T>
-void transpose_border(const T* __restrict plane, int32_t h, int32_t w, int32_t full_h,
-                      int32_t full_w, T* __restrict cells) {
+bool transpose_small(const T* __restrict plane, int32_t h, int32_t w, int32_t block,
+                     T* __restrict cells) {
+  if (h >= block && w >= block) return false;
   for (int32_t y = 0; y < h; ++y) {
-    const int32_t x0 = y < full_h ? full_w : 0;
-    for (int32_t x = x0; x < w; ++x)
+    for (int32_t x = 0; x < w; ++x)
       cells[static_cast<int64_t>(x) * h + y] = plane[static_cast<int64_t>(y) * w + x];
   }
+  return true;
 }
 
 void transpose_plane(const uint8_t* __restrict plane, int32_t h, int32_t w,
                      uint8_t* __restrict cells) {
-  const int32_t full_h = h / 16 * 16;
-  const int32_t full_w = w / 16 * 16;
-  for (int32_t y0 = 0; y0 < full_h; y0 += 16) {
-    for (int32_t x0 = 0; x0 < full_w; x0 += 16) {
+  if (transpose_small(plane, h, w, 16, cells)) return;
+  for (int32_t by = 0; by < h; by += 16) {
+    const int32_t y0 = std::min(by, h - 16);
+    for (int32_t bx = 0; bx < w; bx += 16) {
+      const int32_t x0 = std::min(bx, w - 16);
       __m128i a[16], b[16];
       for (int r = 0; r < 16; ++r) {
         a[r] = _mm_loadu_si128(
@@ -241,14 +326,14 @@ void transpose_plane(const uint8_t* __restrict plane, int32_t h, int32_t w,
       }
     }
   }
-  transpose_border(plane, h, w, full_h, full_w, cells);
 }
 
 void transpose_plane(const float* __restrict plane, int32_t h, int32_t w, float* __restrict cells) {
-  const int32_t full_h = h / 4 * 4;
-  const int32_t full_w = w / 4 * 4;
-  for (int32_t y0 = 0; y0 < full_h; y0 += 4) {
-    for (int32_t x0 = 0; x0 < full_w; x0 += 4) {
+  if (transpose_small(plane, h, w, 4, cells)) return;
+  for (int32_t by = 0; by < h; by += 4) {
+    const int32_t y0 = std::min(by, h - 4);
+    for (int32_t bx = 0; bx < w; bx += 4) {
+      const int32_t x0 = std::min(bx, w - 4);
       __m128 r[4];
       for (int i = 0; i < 4; ++i)
         r[i] = _mm_loadu_ps(plane + static_cast<int64_t>(y0 + i) * w + x0);
@@ -257,7 +342,6 @@ void transpose_plane(const float* __restrict plane, int32_t h, int32_t w, float*
         _mm_storeu_ps(cells + static_cast<int64_t>(x0 + i) * h + y0, r[i]);
     }
   }
-  transpose_border(plane, h, w, full_h, full_w, cells);
 }
 
 template <typename T>
@@ -374,13 +458,28 @@ OBSAUG_CLONES void translate_plane(const T* in, int32_t height, int32_t width,
     gather_simple(bottom_row, c, values + static_cast<int64_t>(y) * width);
 }
 
+// Zero padding written by the gather itself (SampleGeometry::blank_in_gather):
+// rows with rows[y] set are zeros, and in every other row the first `left`
+// and the last `right` columns. rows == nullptr: none.
+struct GatherZeros {
+  const uint8_t* rows = nullptr;
+  int32_t left = 0, right = 0;
+};
+
+template <typename T>
+inline void zero_edges(T* row, int32_t n, const GatherZeros& zeros) {
+  if (zeros.left) fill_edge(row, n, zeros.left, T(0), false);
+  if (zeros.right) fill_edge(row, n, zeros.right, T(0), true);
+}
+
 // Gathers every output row of one plane: row y of `values` takes input row
-// row_source[y] through `plan`. In place (row_scratch given), rows are written
-// in `row_order` and a row that reads itself is copied to row_scratch first.
+// row_source[y] through `plan`, then gets `zeros`. In place (row_scratch
+// given), rows are written in `row_order` and a row that reads itself is
+// copied to row_scratch first.
 template <typename T>
 OBSAUG_CLONES void gather_plane(const T* in, int64_t in_w, const int32_t* row_source, int32_t out_h,
                                 int32_t out_w, const ColumnPlan& plan, T* values, int row_order,
-                                T* row_scratch) {
+                                T* row_scratch, const GatherZeros& zeros) {
   const bool simple = plan.simple;
   const SimpleColumns c = plan.shape;
   const bool blocks = simple && fills_as_blocks<T>(c, out_w);
@@ -389,12 +488,17 @@ OBSAUG_CLONES void gather_plane(const T* in, int64_t in_w, const int32_t* row_so
     const int32_t y = row_order < 0 ? out_h - 1 - i : i;
     const T* src = in + row_source[y] * in_w;
     T* dst = values + static_cast<int64_t>(y) * out_w;
+    if (zeros.rows != nullptr && zeros.rows[y]) {
+      std::memset(dst, 0, sizeof(T) * out_w);
+      continue;
+    }
     if (row_scratch != nullptr && src == dst) {
       std::memcpy(row_scratch, src, sizeof(T) * in_w);
       src = row_scratch;
     }
     if (!simple) {
       gather_runs(src, plan.runs, dst);
+      zero_edges(dst, out_w, zeros);
       continue;
     }
     const T left = src[c.left_src];
@@ -413,6 +517,7 @@ OBSAUG_CLONES void gather_plane(const T* in, int64_t in_w, const int32_t* row_so
       copy_bytes(reinterpret_cast<unsigned char*>(dst + c.mid_dst),
                  reinterpret_cast<const unsigned char*>(src + c.mid_src), mid_bytes);
     }
+    zero_edges(dst, out_w, zeros);
   }
 }
 
@@ -580,9 +685,10 @@ struct SampleGeometry {
   // the same for an overlay's pool pixels when op_swapped[k].
   bool source_swapped = false;
   bool op_swapped[kMaxOps] = {};
-  // cutout k: the output rows whose coordinates at op k fall in its
-  // rectangle, and the spans of such columns (a pixel is inside when both are).
-  std::vector<uint8_t> cut_rows[kMaxOps];
+  // cutout k: the spans of output rows whose coordinates at op k fall in its
+  // rectangle (only first / end set), and the spans of such columns (a pixel
+  // is inside when both are).
+  std::vector<Span> cut_rows[kMaxOps];
   std::vector<Span> cut_spans[kMaxOps];
   // Zero padding (shift with zeros, translate) k blanks, on rows whose own
   // zero_op is below k, the columns [first, end) of zero_spans[k]; rows with
@@ -594,21 +700,25 @@ struct SampleGeometry {
   // a row below), -1 bottom-up, 0 neither (then the plane is copied first).
   int row_order = 0;
   RowTranslation translation;  // valid when the translation path applies
+  // The gather writes every zero padding itself (gather_zeros; the zero ops
+  // then have nothing left to do): when the gathered plane is the state
+  // after the last zero op (zeros_first), the gather runs by rows
+  // (gather_plane) and the zero columns are a prefix and a suffix.
+  bool blank_in_gather = false;
+  GatherZeros gather_zeros;
 
-  // `elem_size`: bytes per pixel of the planes the spans fill.
-  void build(const PipelineDesc& p, const OpDraw* draws, int32_t elem_size) {
+  // `elem_size`: bytes per pixel of the planes the spans fill; `zeros_first`:
+  // no value op comes before a zero-padding op.
+  void build(const PipelineDesc& p, const OpDraw* draws, int32_t elem_size, bool zeros_first,
+             bool in_place) {
     rows.resize(p.out_h);
     row_source.resize(p.out_h);
-    for (int32_t y = 0; y < p.out_h; ++y) {
-      rows[y] = trace_axis(p, draws, 0, y);
-      row_source[y] = rows[y].source;
-    }
+    trace_axis_all(p, draws, 0, p.out_h, rows.data());
+    for (int32_t y = 0; y < p.out_h; ++y) row_source[y] = rows[y].source;
     cols.resize(p.out_w);
     coords.resize(p.out_w);
-    for (int32_t x = 0; x < p.out_w; ++x) {
-      cols[x] = trace_axis(p, draws, 1, x);
-      coords[x] = cols[x].source;
-    }
+    trace_axis_all(p, draws, 1, p.out_w, cols.data());
+    for (int32_t x = 0; x < p.out_w; ++x) coords[x] = cols[x].source;
     fill_blanked(rows, &row_source);
     fill_blanked(cols, &coords);
     for (int k = 0; k < p.n_ops; ++k) {
@@ -652,6 +762,7 @@ struct SampleGeometry {
       op_identity[k] = identity;
       if (!identity) op_columns[k].assign(coords);
     }
+    plan_gather_zeros(zeros_first && !translation.valid && !(in_place && source_identity));
   }
 
  private:
@@ -675,12 +786,13 @@ struct SampleGeometry {
     const auto inside = [](int32_t c, int32_t first, int32_t len) {
       return static_cast<uint8_t>(c >= first && c < first + len);
     };
-    cut_rows[k].resize(p.out_h);
+    cut_rows[k].clear();
     cut_spans[k].clear();
     if (!d.gate) return;
     for (int32_t y = 0; y < p.out_h; ++y) {
-      cut_rows[k][y] = swapped ? inside(rows[y].at_op[k], d.offset_x, d.size_x)
-                               : inside(rows[y].at_op[k], d.offset_y, d.size_y);
+      const bool in = swapped ? inside(rows[y].at_op[k], d.offset_x, d.size_x)
+                              : inside(rows[y].at_op[k], d.offset_y, d.size_y);
+      if (in) add_to_spans(y, &cut_rows[k]);
     }
     for (int32_t x = 0; x < p.out_w; ++x) {
       const bool in = swapped ? inside(cols[x].at_op[k], d.offset_y, d.size_y)
@@ -690,8 +802,27 @@ struct SampleGeometry {
     plan_spans(p.out_w, elem_size, &cut_spans[k]);
   }
 
+  void plan_gather_zeros(bool gathered_by_rows) {
+    blank_in_gather = false;
+    gather_zeros = GatherZeros();
+    if (!gathered_by_rows) return;
+    const int32_t w = static_cast<int32_t>(cols.size());
+    int32_t left = 0, right = 0;
+    while (left < w && cols[left].zero_op >= 0) ++left;
+    while (right < w - left && cols[w - 1 - right].zero_op >= 0) ++right;
+    for (int32_t x = left; x < w - right; ++x)
+      if (cols[x].zero_op >= 0) return;  // a zero column inside: the zero ops blank it
+    row_zero.resize(rows.size());
+    for (size_t y = 0; y < rows.size(); ++y) row_zero[y] = rows[y].zero_op >= 0;
+    blank_in_gather = true;
+    gather_zeros.rows = row_zero.data();
+    gather_zeros.left = left;
+    gather_zeros.right = right;
+  }
+
   std::vector<AxisTrace> cols;  // build() scratch, kept to reuse its storage
   std::vector<int32_t> coords;
+  std::vector<uint8_t> row_zero;
 };
 
 // Per-thread scratch.
@@ -733,7 +864,8 @@ void gather_source(const PipelineDesc& p, const SampleGeometry& geometry, const 
   if (geometry.source_swapped) {
     transpose_plane(in, p.in_h, p.in_w, scratch->in_plane.data());
     gather_plane(scratch->in_plane.data(), p.in_h, geometry.row_source.data(), p.out_h, p.out_w,
-                 geometry.source_columns, values, 1, static_cast<In*>(nullptr));
+                 geometry.source_columns, values, 1, static_cast<In*>(nullptr),
+                 geometry.gather_zeros);
   } else if (in_place && geometry.source_identity) {
     // nothing to move
   } else if (geometry.translation.valid) {
@@ -746,7 +878,7 @@ void gather_source(const PipelineDesc& p, const SampleGeometry& geometry, const 
     }
     gather_plane(in, p.in_w, geometry.row_source.data(), p.out_h, p.out_w, geometry.source_columns,
                  values, in_place ? geometry.row_order : 1,
-                 in_place ? scratch->rows.data() : nullptr);
+                 in_place ? scratch->rows.data() : nullptr, geometry.gather_zeros);
   }
 }
 
@@ -779,6 +911,14 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
   }
   const int64_t group = mixes ? p.frame_channels : 1;  // mixing ops need C == 3
   const int64_t stage_plane = largest_stage_plane(p);
+  bool zeros_first = true;  // no value op before a zero-padding op
+  for (int k = 0, value_ops = 0; k < p.n_ops; ++k) {
+    const OpKind kind = p.ops[k].kind;
+    const bool zeros = (kind == OpKind::kShift && p.ops[k].zeros) || kind == OpKind::kTranslate;
+    zeros_first = zeros_first && !(zeros && value_ops > 0);
+    value_ops += kind != OpKind::kShift && kind != OpKind::kCrop && kind != OpKind::kFlip &&
+                 kind != OpKind::kRotate && kind != OpKind::kTranslate;
+  }
 
   at::parallel_for(0, planes / group, 1, [&](int64_t begin, int64_t end) {
     SampleGeometry geometry;
@@ -802,7 +942,8 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
       const int32_t first_channel = static_cast<int32_t>(channel % p.frame_channels);
       if (sample != drawn_sample) {
         draw_pipeline(p, counter_sample(buf, sample), 0, draws);
-        geometry.build(p, draws, sizeof(In));  // geometry never depends on the frame
+        // geometry never depends on the frame
+        geometry.build(p, draws, sizeof(In), zeros_first, in_place);
         drawn_sample = sample;
         drawn_frame = 0;
       }
@@ -810,63 +951,78 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
         draw_pipeline(p, counter_sample(buf, sample), static_cast<uint32_t>(frame), draws);
         drawn_frame = frame;
       }
-      for (int64_t c = 0; c < group; ++c) {
-        values[c] = direct ? reinterpret_cast<In*>(buf.out + (first_plane + c) * out_plane)
-                           : scratch.values.data() + c * out_plane;
-        gather_source(p, geometry, input_plane(p, buf, first_plane + c), in_place, values[c],
-                      &scratch);
-      }
-      for (int k = 0; k < p.n_ops; ++k) {
+      // Op k on plane c of the unit, for every op that keeps channels apart.
+      const auto plane_op = [&](int k, int64_t c) {
         const OpDesc& op = p.ops[k];
         const OpDraw& d = draws[k];
         if (op.kind == OpKind::kOverlay) {
           const uint32_t weight = static_cast<uint32_t>(d.weight);
-          for (int64_t c = 0; c < group; ++c) {
-            const uint8_t* pool_plane =
-                buf.pool + pool_offset(p, op, d.image, first_channel + c, 0, 0);
-            if (geometry.op_identity[k]) {
-              blend_span(values[c], pool_plane, out_plane, weight);
-              continue;
-            }
-            int64_t pool_w = op.out_w;
-            if (geometry.op_swapped[k]) {
-              transpose_plane(pool_plane, op.out_h, op.out_w, scratch.pool_cells.data());
-              pool_plane = scratch.pool_cells.data();
-              pool_w = op.out_h;
-            }
-            for (int32_t y = 0; y < p.out_h; ++y) {
-              gather_runs(pool_plane + geometry.rows[y].at_op[k] * pool_w,
-                          geometry.op_columns[k].runs, scratch.pool_row.data());
-              blend_span(values[c] + static_cast<int64_t>(y) * p.out_w, scratch.pool_row.data(),
-                         p.out_w, weight);
-            }
+          const uint8_t* pool_plane =
+              buf.pool + pool_offset(p, op, d.image, first_channel + c, 0, 0);
+          if (geometry.op_identity[k]) {
+            blend_span(values[c], pool_plane, out_plane, weight);
+            return;
+          }
+          int64_t pool_w = op.out_w;
+          if (geometry.op_swapped[k]) {
+            transpose_plane(pool_plane, op.out_h, op.out_w, scratch.pool_cells.data());
+            pool_plane = scratch.pool_cells.data();
+            pool_w = op.out_h;
+          }
+          for (int32_t y = 0; y < p.out_h; ++y) {
+            gather_runs(pool_plane + geometry.rows[y].at_op[k] * pool_w,
+                        geometry.op_columns[k].runs, scratch.pool_row.data());
+            blend_span(values[c] + static_cast<int64_t>(y) * p.out_w, scratch.pool_row.data(),
+                       p.out_w, weight);
           }
         } else if ((op.kind == OpKind::kShift && op.zeros) || op.kind == OpKind::kTranslate) {
-          for (int64_t c = 0; c < group; ++c) blank(geometry, k, p.out_h, p.out_w, values[c]);
+          if (!geometry.blank_in_gather) blank(geometry, k, p.out_h, p.out_w, values[c]);
         } else if (op.kind == OpKind::kCutout && d.gate) {
-          for (int64_t c = 0; c < group; ++c) {
-            const uint64_t fill =
-                fill_pattern(op.fill_color ? In(d.color[(first_channel + c) % 3]) : In(0));
-            for (int32_t y = 0; y < p.out_h; ++y) {
-              if (!geometry.cut_rows[k][y]) continue;
+          const uint64_t fill =
+              fill_pattern(op.fill_color ? In(d.color[(first_channel + c) % 3]) : In(0));
+          for (const Span& rows : geometry.cut_rows[k]) {
+            for (int32_t y = rows.first; y < rows.end; ++y) {
               fill_spans(values[c] + static_cast<int64_t>(y) * p.out_w, p.out_w,
                          geometry.cut_spans[k], fill);
             }
           }
-        } else if (op.kind == OpKind::kGrayscale && d.gate) {
+        }
+      };
+      // Each plane goes through gather and ops [next, end) before the next
+      // plane starts, so it stays in the L1 cache; only an op that mixes the
+      // channels (grayscale, color_jitter, with their gate open) waits for
+      // the unit's planes and runs over all of them.
+      int next = 0;
+      const auto run_planes = [&](int end) {
+        for (int64_t c = 0; c < group; ++c) {
+          if (next == 0) {
+            values[c] = direct ? reinterpret_cast<In*>(buf.out + (first_plane + c) * out_plane)
+                               : scratch.values.data() + c * out_plane;
+            gather_source(p, geometry, input_plane(p, buf, first_plane + c), in_place, values[c],
+                          &scratch);
+          }
+          for (int k = next; k < end; ++k) plane_op(k, c);
+          if (end == p.n_ops && !direct) {
+            store_span(values[c], buf.out + (first_plane + c) * out_plane, out_plane, buf.scale,
+                       buf.bias);
+          }
+        }
+      };
+      for (int k = 0; k < p.n_ops; ++k) {
+        const OpDesc& op = p.ops[k];
+        const OpDraw& d = draws[k];
+        if (!op.mixes_channels || !d.gate) continue;
+        run_planes(k);
+        if (op.kind == OpKind::kGrayscale) {
           gray_planes(values[0], values[1], values[2], out_plane);
-        } else if (op.kind == OpKind::kColorJitter && d.gate) {  // no contrast: no barrier
+        } else {  // color_jitter without contrast (no barrier)
           const FrameView<In> frame{values[0], out_plane, p.out_h, p.out_w};
           jitter_frame_rows(frame, op, jitter_factors(op, d, 0.0f), scratch.jitter_rows.data(),
                             values[0], out_plane);
         }
+        next = k + 1;
       }
-      if (!direct) {
-        for (int64_t c = 0; c < group; ++c) {
-          store_span(values[c], buf.out + (first_plane + c) * out_plane, out_plane, buf.scale,
-                     buf.bias);
-        }
-      }
+      run_planes(p.n_ops);
     }
   });
 }

@@ -76,6 +76,11 @@ OBSAUG_HD FrameBatch frame_batch(const PipelineDesc& p, const AugmentBuffers<In,
   return f;
 }
 
+// traces[i] = trace_axis(p, draws, axis, i) for every i < n: the CPU's
+// per-sample geometry traces a whole axis at once.
+void trace_axis_all(const PipelineDesc& p, const OpDraw* draws, int axis, int32_t n,
+                    AxisTrace* traces);
+
 // v[i] = blend(v[i], d[i], weight) for i < n, with the CPU's widest exact
 // implementation (AVX2 when available). Exposed so tests can check it
 // exhaustively against blend() in pipeline.h.

@@ -232,6 +232,49 @@ OBSAUG_HD int32_t clamp_coord(int32_t c, int32_t len) {
   return c < 0 ? 0 : (c >= len ? len - 1 : c);
 }
 
+// One geometric step back through op `op` (draw `d`): the coordinate at its
+// input of `coord`, which lies on axis `a` at its output. Zero padding that
+// blanks it sets *zeroed and returns 0. Value ops keep coordinates.
+OBSAUG_HD int32_t trace_step(const OpDesc& op, const OpDraw& d, int a, int32_t coord,
+                             bool* zeroed) {
+  const int32_t offset = a == 0 ? d.offset_y : d.offset_x;
+  const int32_t len_in = a == 0 ? op.in_h : op.in_w;
+  switch (op.kind) {
+    case OpKind::kShift:
+      coord += offset;
+      if (op.zeros && (coord < 0 || coord >= len_in)) {
+        *zeroed = true;
+        return 0;
+      }
+      return clamp_coord(coord, len_in);
+    case OpKind::kCrop:
+      return coord + offset;
+    case OpKind::kTranslate:  // the frame sits at (offset_x, offset_y) on a zero canvas
+      coord -= offset;
+      if (coord < 0 || coord >= len_in) {
+        *zeroed = true;
+        return 0;
+      }
+      return coord;
+    case OpKind::kFlip:
+      return d.gate && (op.vertical ? a == 0 : a == 1) ? len_in - 1 - coord : coord;
+    case OpKind::kRotate: {
+      // torch.rot90(x, q, dims=(-2, -1)) on a square n x n frame:
+      // q=1 out[y][x] = in[x][n-1-y]; q=2 in[n-1-y][n-1-x]; q=3 in[n-1-x][y].
+      const bool mirrored = d.quarter == 2 || (d.quarter == 1 ? a == 0 : a == 1);
+      return d.gate && mirrored ? len_in - 1 - coord : coord;
+    }
+    default:
+      return coord;
+  }
+}
+
+// The axis a coordinate on axis `a` at op's output lies on at its input: a
+// quarter turn swaps them.
+OBSAUG_HD int axis_before(const OpDesc& op, const OpDraw& d, int a) {
+  return op.kind == OpKind::kRotate && d.gate && d.quarter != 2 ? 1 - a : a;
+}
+
 // Walks coordinate `coord` on `axis` at the output of op end - 1 back through
 // the geometric ops first..end-1, to the input of op `first`. Geometric draws
 // do not depend on the frame, so any frame's draws may be passed.
@@ -242,52 +285,16 @@ OBSAUG_HD AxisTrace trace_range(const PipelineDesc& p, const OpDraw* draws, int 
   t.swapped = 0;
   int a = axis;  // the axis `coord` lies on at this stage
   for (int k = end - 1; k >= first; --k) {
-    const OpDesc& op = p.ops[k];
     if (t.zero_op >= 0) {
       t.at_op[k] = 0;
       continue;
     }
     t.at_op[k] = coord;
     if (a != axis) t.swapped = static_cast<uint8_t>(t.swapped | (1u << k));
-    const OpDraw& d = draws[k];
-    const int32_t offset = a == 0 ? d.offset_y : d.offset_x;
-    const int32_t len_in = a == 0 ? op.in_h : op.in_w;
-    switch (op.kind) {
-      case OpKind::kShift:
-        coord += offset;
-        if (op.zeros && (coord < 0 || coord >= len_in)) {
-          t.zero_op = static_cast<int16_t>(k);
-          coord = 0;
-        } else {
-          coord = clamp_coord(coord, len_in);
-        }
-        break;
-      case OpKind::kCrop:
-        coord += offset;
-        break;
-      case OpKind::kTranslate:  // the frame sits at (offset_x, offset_y) on a zero canvas
-        coord -= offset;
-        if (coord < 0 || coord >= len_in) {
-          t.zero_op = static_cast<int16_t>(k);
-          coord = 0;
-        }
-        break;
-      case OpKind::kFlip:
-        if (d.gate && (op.vertical ? a == 0 : a == 1)) coord = len_in - 1 - coord;
-        break;
-      case OpKind::kRotate:
-        // torch.rot90(x, q, dims=(-2, -1)) on a square n x n frame:
-        // q=1 out[y][x] = in[x][n-1-y]; q=2 in[n-1-y][n-1-x]; q=3 in[n-1-x][y].
-        if (d.gate) {
-          const bool odd = d.quarter != 2;
-          const bool mirrored = d.quarter == 2 || (d.quarter == 1 ? a == 0 : a == 1);
-          if (mirrored) coord = len_in - 1 - coord;
-          if (odd) a = 1 - a;
-        }
-        break;
-      default:  // value ops keep coordinates
-        break;
-    }
+    bool zeroed = false;
+    coord = trace_step(p.ops[k], draws[k], a, coord, &zeroed);
+    if (zeroed) t.zero_op = static_cast<int16_t>(k);
+    a = axis_before(p.ops[k], draws[k], a);
   }
   t.source = coord;
   t.source_swapped = a != axis;

@@ -963,6 +963,60 @@ TEST(AugmentCuda, PoolOnAnotherDeviceIsAnError) {
 namespace obsaug {
 namespace {
 
+// The CPU traces a whole axis op by op; every field must equal the
+// coordinate-by-coordinate trace_axis (what CUDA and the reference use), over
+// random chains of every geometric op, quarter turns and zero padding included.
+TEST(TraceAxisAll, EqualsTraceAxisForEveryCoordinate) {
+  const std::vector<std::string> steps = {
+      "op=shift,pad=3",          "op=shift,pad=5,padding=zeros", "op=crop,size=18",
+      "op=flip,p=0.6",           "op=flip,p=0.6,axis=vertical",  "op=rotate,p=0.8",
+      "op=translate,size=23x25", "op=cutout,min=2,max=9",        "op=overlay,alpha=0.5",
+      "op=grayscale,p=0.5"};
+  std::mt19937_64 rng(77);
+  int zeroed = 0, swapped = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    std::string text;
+    const int n_ops = 1 + static_cast<int>(rng() % kMaxOps);
+    bool resized = false;  // rotate needs a square frame: no rotate after crop or translate
+    for (int k = 0; k < n_ops; ++k) {
+      std::string step = steps[rng() % steps.size()];
+      const bool changes_size =
+          step.find("crop") != std::string::npos || step.find("translate") != std::string::npos;
+      if ((resized && (changes_size || step.find("rotate") != std::string::npos)) ||
+          step.find("overlay") != std::string::npos)
+        step = "op=shift,pad=2,padding=zeros";
+      resized = resized || changes_size;
+      text += (k ? "|" : "") + step;
+    }
+    SCOPED_TRACE(text);
+    const PipelineDesc p =
+        resolve_pipeline(parse_pipeline(text), FrameGeometry{20, 20, 3, 0, 0, 0}, rng(), rng());
+    for (uint32_t sample = 0; sample < 8; ++sample) {
+      OpDraw draws[kMaxOps];
+      draw_pipeline(p, sample, 0, draws);
+      for (int axis = 0; axis < 2; ++axis) {
+        const int32_t n = axis == 0 ? p.out_h : p.out_w;
+        std::vector<AxisTrace> all(n);
+        trace_axis_all(p, draws, axis, n, all.data());
+        for (int32_t i = 0; i < n; ++i) {
+          const AxisTrace one = trace_axis(p, draws, axis, i);
+          ASSERT_EQ(all[i].source, one.source) << "axis " << axis << " coordinate " << i;
+          ASSERT_EQ(all[i].zero_op, one.zero_op) << "axis " << axis << " coordinate " << i;
+          ASSERT_EQ(all[i].swapped, one.swapped) << "axis " << axis << " coordinate " << i;
+          ASSERT_EQ(all[i].source_swapped, one.source_swapped)
+              << "axis " << axis << " coordinate " << i;
+          for (int k = 0; k < p.n_ops; ++k)
+            ASSERT_EQ(all[i].at_op[k], one.at_op[k]) << "axis " << axis << " op " << k;
+          zeroed += one.zero_op >= 0;
+          swapped += one.source_swapped;
+        }
+      }
+    }
+  }
+  EXPECT_GT(zeroed, 1000);
+  EXPECT_GT(swapped, 1000);
+}
+
 // The vectorized uint8 blend (AVX2 where the CPU has it) is an algebraic
 // rewrite of blend(); check it on every (x, d, w), at every offset mod 32 so
 // both the vector body and the scalar tail are exercised.
