@@ -61,7 +61,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 import torch
 import torch.nn as nn
@@ -130,7 +130,7 @@ def reuse_engine(device: torch.device, stack: int, channels: int, h: int, w: int
 
 def run_config(device: torch.device, frames: str, channels: Optional[int], batch: int,
                pool_size: int, rounds: int, warmup: int, min_time: float,
-               use_kornia: bool, seed: int) -> List[Dict]:
+               use_kornia: bool, seed: int, threads: Sequence[int] = ()) -> List[Dict]:
     sc, h, w = (int(v) for v in frames.lower().split("x"))
     c = channels if channels else (3 if sc % 3 == 0 else 1)
     if sc % c:
@@ -234,6 +234,22 @@ def run_config(device: torch.device, frames: str, channels: Optional[int], batch
     if kaug is not None:
         methods.append(Method("kornia", lambda: kaug(obs_f), "DrQ pad+kornia RandomCrop f32",
                               nbytes=f32_bytes, floor="copy_f32"))
+    if len(threads) > 1:
+        # The same in-place call and copy at each thread count, in the same rounds.
+        # torch.set_num_threads costs milliseconds, so it runs untimed (prepare)
+        # before every measurement, each method setting its own.
+        def at(t):
+            return lambda n: torch.set_num_threads(t)
+        for m in methods:
+            m.prepare = at(threads[0])
+        for t in threads:
+            methods.append(Method(f"copy@{t}", lambda: dst.copy_(src),
+                                  f"copy, {t} threads", nbytes=2 * n, prepare=at(t),
+                                  threads=t))
+            methods.append(Method(f"obsaug_inplace@{t}", obsaug_inplace,
+                                  f"obsaug shift+overlay in place, {t} threads",
+                                  nbytes=fused_bytes, prepare=at(t), threads=t,
+                                  floor=f"copy@{t}"))
 
     try:
         with torch.no_grad():
@@ -258,6 +274,7 @@ def run_config(device: torch.device, frames: str, channels: Optional[int], batch
             "samples_per_s": batch / t, "bytes_per_call": m.info["nbytes"],
             "GB_per_s": m.info["nbytes"] / t / 1e9,
             "floor": floor, "x_copy": harness.median(by_key[floor]) / t,
+            "threads": m.info.get("threads"),
             "baseline": m.info.get("baseline"),
             "speedup": (harness.median(base) / t) if base else None,
             "times": m.times,
@@ -327,6 +344,21 @@ def print_summary(rows: List[Dict]) -> None:
             f"{'affine out':>10} {'affine out=':>11}  "
             f"{'shift out':>9} {'shift out=':>10} {'nn.RandomShift':>14}",
             float_cells)
+    counts = sorted({r["threads"] for r in rows if r.get("threads")})
+    if len(counts) > 1:
+        def thread_cells(g: Dict[str, Dict]) -> str:
+            one = g[f"obsaug_inplace@{counts[0]}"]["seconds_per_call"]
+            copy_one = g[f"copy@{counts[0]}"]["seconds_per_call"]
+            return "".join(
+                f"{one / g[f'obsaug_inplace@{t}']['seconds_per_call']:>10.2f}x"
+                f"{copy_one / g[f'copy@{t}']['seconds_per_call']:>9.2f}x"
+                f"{g[f'obsaug_inplace@{t}']['x_copy']:>9.2f}" for t in counts[1:])
+        summary(f"\nSummary 3: threads, in place shift+overlay: speedup of t threads over "
+                f"{counts[0]} (t_{counts[0]} / t_t), the copy's, and in place x copy at t threads "
+                f"(all in the same rounds):",
+                "".join(f"{f'in place {t}':>11}{f'copy {t}':>10}{f'x copy {t}':>9}"
+                        for t in counts[1:]),
+                thread_cells)
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
@@ -344,14 +376,17 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=3, help="warm-up calls per method")
     p.add_argument("--min-time", type=float, default=None,
                    help="seconds per measurement (default 0.04 cpu, 0.02 cuda)")
-    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    p.add_argument("--threads", type=int, nargs="+", default=None,
+                   help="torch.set_num_threads; several values (e.g. 1 2) add in-place and "
+                        "copy rows at each count, measured in the same rounds, the rest at "
+                        "the first")
     p.add_argument("--kornia", choices=["auto", "on", "off"], default="auto",
                    help="the DrQ kornia RandomCrop row: auto = on CUDA only (on the CPU it "
                         "takes seconds per call at B=1024), on, off")
     args = harness.parse_args(p, argv)
 
     if args.threads:
-        torch.set_num_threads(args.threads)
+        torch.set_num_threads(args.threads[0])
     devices, env = harness.start_with_kornia(kornia, args.device)
     print(f"kornia {env['kornia']}")
     print(f"pipeline {OBSAUG_OPS}, pool P={args.pool}, rounds {args.rounds}, "
@@ -375,7 +410,7 @@ def main(argv=None) -> int:
                 rows += run_config(device, frames, args.channels, b, args.pool, args.rounds,
                                    args.warmup, min_time,
                                    args.kornia == "on" or (args.kornia == "auto" and device.type == "cuda"),
-                                   args.seed)
+                                   args.seed, args.threads or ())
     return harness.finish(rows, env, t_start, args.json, print_table, print_summary)
 
 
