@@ -52,8 +52,8 @@ inline int64_t align16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
 // warp 32 consecutive output elements of a plane, and every lane reads the
 // same field. Their rows are one row or consecutive rows (the same word, a
 // broadcast, or consecutive words). Their columns are read at slot
-// xe = e - y_first * out_w, with y_first the row of the warp's first element
-// in the plane: 32 consecutive slots, one word in each bank, also where the
+// xe = e - y_first * out_w (column_slot), with y_first the row of the warp's
+// first element: 32 consecutive slots, one word in each bank, also where the
 // elements wrap to the next row (slot out_w + x repeats column x). (An array
 // of 40-byte AxisTraces read by lanes 16 elements apart put every lane in the
 // same bank: 16 * 40 bytes is a multiple of the 128 bytes of a bank row.)
@@ -232,11 +232,12 @@ __device__ void advance(PlanePos* at, PlanePos by, int32_t w) {
 }
 
 // The TraceTable slot of column at.x for an element of a warp whose first
-// element is at warp_first (which may lie before the plane): the element's
-// distance from the warp's first element in the plane, plus that element's column.
+// element is at warp_first: the element's distance from it, plus that
+// element's column. The first element may lie before the plane (row -1, the
+// floor): the slots stay in 0 .. out_w + kWarp - 1, since the distance is
+// below kWarp and the column below out_w.
 __device__ int32_t column_slot(PlanePos at, PlanePos warp_first, int32_t w) {
-  const int32_t y_first = warp_first.y < 0 ? 0 : warp_first.y;
-  return at.x + (at.y - y_first) * w;
+  return at.x + (at.y - warp_first.y) * w;
 }
 
 // One block per channel plane (grid-stride over planes). Per plane:
