@@ -7,11 +7,12 @@
 // include tests/cuda_emulation/cuda_emulation.h first.
 //
 // Pipelines of shift, crop and overlay (augment_kernel):
-// one block per channel plane (grid-stride over planes). Per plane, the block
-// draws the parameters, traces the output rows and columns into shared
-// memory, stages the input plane in shared memory when it fits (required for
-// in place), then each thread evaluates 16 bytes of output with eval_pixel
-// from kernels/pipeline.h and writes them with one 16-byte store when aligned.
+// one block per channel plane (grid-stride over planes). Per plane, thread k
+// draws op k while the block stages the input plane in shared memory when it
+// fits (required for in place); the block traces the output rows and columns
+// into a table in shared memory, evaluates the plane with eval_pixel from
+// kernels/pipeline.h (a warp's lanes on consecutive elements) into an output
+// tile, and writes the tile out in 16-byte stores (augment_kernel below).
 //
 // Pipelines with an op of the second family (augment_frames_kernel): one
 // block per stacked frame (grid-stride), each thread evaluating pixels with
