@@ -10,11 +10,13 @@ namespace obsaug {
 
 bool cuda_can_stage(const PipelineDesc& p, int64_t in_plane_bytes) {
   if (p.n_segments > 0) return true;  // the per-frame path stages in its scratch
-  return shared_layout(p, in_plane_bytes, /*in_place=*/true).stage_bytes > 0;
+  // In place the plane is staged first, whatever the output tiles take after it.
+  return shared_layout(p, in_plane_bytes, /*out_element_bytes=*/1, /*in_place=*/true).stage_bytes >
+         0;
 }
 
-int64_t cuda_scratch_bytes(const PipelineDesc& p, int64_t units, bool in_place, int64_t element_size,
-                           int sm_count) {
+int64_t cuda_scratch_bytes(const PipelineDesc& p, int64_t units, bool in_place,
+                           int64_t element_size, int sm_count) {
   if (p.n_segments == 0) return 0;
   return frame_launch(p, units, in_place, sm_count).scratch_elems() * element_size;
 }
@@ -27,8 +29,8 @@ int augment_cuda(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf, cuda
     const bool in_place = static_cast<const void*>(buf.in) == static_cast<const void*>(buf.out);
     const FrameLaunch launch = frame_launch(p, units, in_place, sm_count);
     if (launch.blocks == 0) return 0;
-    augment_frames_kernel<In, Out><<<launch.blocks, kThreads, 0, stream>>>(
-        p, buf, static_cast<In*>(buf.scratch), launch);
+    augment_frames_kernel<In, Out>
+        <<<launch.blocks, kThreads, 0, stream>>>(p, buf, static_cast<In*>(buf.scratch), launch);
     return static_cast<int>(cudaGetLastError());
   }
   const AugmentLaunch launch = augment_launch(p, buf, sm_count);

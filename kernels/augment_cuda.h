@@ -12,7 +12,7 @@ typedef struct CUstream_st* cudaStream_t;
 namespace obsaug {
 
 // Dynamic shared memory one block may use without opting in: 48 KiB less
-// room for the kernel's static shared memory (the draws, 64 bytes).
+// room for the kernel's static shared memory (the draws, 8 x 60 bytes).
 constexpr int64_t kCudaSharedBytes = 48 * 1024 - 1024;
 
 // True when a plane of `in_plane_bytes` can be staged in shared memory, which

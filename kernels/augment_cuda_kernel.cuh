@@ -7,11 +7,12 @@
 // include tests/cuda_emulation/cuda_emulation.h first.
 //
 // Pipelines of shift, crop and overlay (augment_kernel):
-// one block per channel plane (grid-stride over planes). Per plane, the block
-// draws the parameters, traces the output rows and columns into shared
-// memory, stages the input plane in shared memory when it fits (required for
-// in place), then each thread evaluates 16 bytes of output with eval_pixel
-// from kernels/pipeline.h and writes them with one 16-byte store when aligned.
+// one block per channel plane (grid-stride over planes). Per plane, thread k
+// draws op k while the block stages the input plane in shared memory when it
+// fits (required for in place); the block traces the output rows and columns
+// into a table in shared memory, evaluates the plane with eval_pixel from
+// kernels/pipeline.h (a warp's lanes on consecutive elements) into an output
+// tile, and writes the tile out in 16-byte stores (augment_kernel below).
 //
 // Pipelines with an op of the second family (augment_frames_kernel): one
 // block per stacked frame (grid-stride), each thread evaluating pixels with
@@ -36,25 +37,96 @@ namespace obsaug {
 namespace {
 
 constexpr int kThreads = 256;
-
-struct SharedLayout {
-  int64_t traces_bytes;  // (out_h + out_w) AxisTraces, or 0 when traced per pixel
-  int64_t stage_bytes;   // input plane, or 0 when read from global memory
-  int64_t total() const { return traces_bytes + stage_bytes; }
-};
+constexpr int kWarp = 32;             // threads of a warp, and banks of shared memory
+constexpr int64_t kVectorBytes = 16;  // one uint4: the widest load and store of a thread
+static_assert(kThreads % kWarp == 0 && kThreads >= kMaxOps, "op k is drawn by thread k");
 
 inline int64_t align16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
 
+// The traces of one plane in shared memory, as a structure of arrays of 32-bit
+// words: `count` = out_h + out_w + kWarp traces, row y at i = y, column slot
+// xe (0 <= xe < out_w + kWarp) at i = out_h + xe holding column xe % out_w.
+// Field f of trace i is words[f * count + i]: f = 0 source, 1 zero_op,
+// 2 + k at_op[k] (k < n_ops). AxisTrace::swapped is not kept (the per-plane
+// path has no quarter turns).
+// Access pattern, free of bank conflicts: augment_kernel gives the lanes of a
+// warp 32 consecutive output elements of a plane, and every lane reads the
+// same field. Their rows are one row or consecutive rows (the same word, a
+// broadcast, or consecutive words). Their columns are read at slot
+// xe = e - y_first * out_w (column_slot), with y_first the row of the warp's
+// first element: 32 consecutive slots, one word in each bank, also where the
+// elements wrap to the next row (slot out_w + x repeats column x). (An array
+// of 40-byte AxisTraces read by lanes 16 elements apart put every lane in the
+// same bank: 16 * 40 bytes is a multiple of the 128 bytes of a bank row.)
+struct TraceTable {
+  int32_t* words;
+  int32_t count;
+
+  __device__ void store(int32_t i, const AxisTrace& t, int32_t n_ops) const {
+    words[i] = t.source;
+    words[count + i] = t.zero_op;
+    for (int k = 0; k < n_ops; ++k) words[(2 + k) * count + i] = t.at_op[k];
+  }
+  // What eval_pixel reads: source, zero_op, and at_op of the overlays.
+  __device__ AxisTrace load(int32_t i, const PipelineDesc& p) const {
+    AxisTrace t{};
+    t.source = words[i];
+    t.zero_op = static_cast<int16_t>(words[count + i]);
+    for (int k = 0; k < p.n_ops; ++k)
+      if (p.ops[k].kind == OpKind::kOverlay) t.at_op[k] = words[(2 + k) * count + i];
+    return t;
+  }
+};
+
+OBSAUG_HD int64_t trace_count(const PipelineDesc& p) {
+  return static_cast<int64_t>(p.out_h) + p.out_w + kWarp;
+}
+inline int64_t trace_table_bytes(const PipelineDesc& p) {
+  return align16(static_cast<int64_t>(sizeof(int32_t)) * (2 + p.n_ops) * trace_count(p));
+}
+
+// Dynamic shared memory of one augment_kernel block, in this order (each part
+// a multiple of 16 bytes): the trace table, the staged input plane, the
+// output tiles.
+struct SharedLayout {
+  int64_t traces_bytes;  // TraceTable, or 0 when each thread traces its own pixels
+  int64_t stage_bytes;   // input plane, or 0 when read from global memory
+  int64_t tile_bytes;    // tiles * tile_elems output elements, or 0: stored one by one
+  int64_t tile_elems;    // elements of one tile
+  int tiles;  // 1: one tile holds the plane and its alignment phase; 2: chunks of kThreads * 16
+              // bytes
+  int64_t total() const { return traces_bytes + stage_bytes + tile_bytes; }
+};
+
 // In place, the input plane must be staged (every input byte of a plane is
-// read before any output byte is written); the traces come second. Out of
-// place, the traces come first and the plane is staged only beside them.
-inline SharedLayout shared_layout(const PipelineDesc& p, int64_t in_plane_bytes, bool in_place) {
-  const int64_t traces =
-      align16((static_cast<int64_t>(p.out_h) + p.out_w) * static_cast<int64_t>(sizeof(AxisTrace)));
+// read before any output byte is written), or nothing is launched in place
+// (cuda_can_stage). Then, while they fit in kCudaSharedBytes: the traces, the
+// staged plane (out of place), and an output tile of the whole plane, else
+// two tiles of kThreads * 16 bytes.
+inline SharedLayout shared_layout(const PipelineDesc& p, int64_t in_plane_bytes,
+                                  int64_t out_element_bytes, bool in_place) {
+  SharedLayout l{};
   const int64_t stage = align16(in_plane_bytes);
-  if (traces + stage <= kCudaSharedBytes) return {traces, stage};
-  if (in_place) return {0, stage <= kCudaSharedBytes ? stage : 0};
-  return {traces <= kCudaSharedBytes ? traces : 0, 0};
+  if (in_place) {
+    if (stage > kCudaSharedBytes) return l;
+    l.stage_bytes = stage;
+  }
+  const int64_t traces = trace_table_bytes(p);
+  if (l.total() + traces <= kCudaSharedBytes) l.traces_bytes = traces;
+  if (!in_place && l.total() + stage <= kCudaSharedBytes) l.stage_bytes = stage;
+  // The plane's first element lies up to 15 bytes past a 16-byte boundary.
+  const int64_t whole =
+      align16(static_cast<int64_t>(p.out_h) * p.out_w * out_element_bytes + kVectorBytes - 1);
+  const int64_t chunk = kThreads * kVectorBytes;
+  if (l.total() + whole <= kCudaSharedBytes) {
+    l.tiles = 1;
+    l.tile_bytes = whole;
+  } else if (l.total() + 2 * chunk <= kCudaSharedBytes) {
+    l.tiles = 2;
+    l.tile_bytes = 2 * chunk;
+  }
+  if (l.tiles > 0) l.tile_elems = l.tile_bytes / l.tiles / out_element_bytes;
+  return l;
 }
 
 // Grid size and shared memory of one launch over `buf` (blocks == 0: nothing to do).
@@ -69,58 +141,149 @@ AugmentLaunch augment_launch(const PipelineDesc& p, const AugmentBuffers<In, Out
   const int64_t planes = buf.batch * buf.channels;
   const bool in_place = static_cast<const void*>(buf.in) == static_cast<const void*>(buf.out);
   const SharedLayout layout =
-      shared_layout(p, static_cast<int64_t>(p.in_h) * p.in_w * sizeof(In), in_place);
+      shared_layout(p, static_cast<int64_t>(p.in_h) * p.in_w * sizeof(In), sizeof(Out), in_place);
   const int64_t max_blocks = static_cast<int64_t>(sm_count > 0 ? sm_count : 1) * 64;
   return {static_cast<unsigned>(planes < max_blocks ? planes : max_blocks), layout};
 }
 
+// Elements of a 16-byte vector, and the elements `at` lies past a 16-byte
+// boundary (its alignment phase; element pointers are aligned to their size).
+template <typename T>
+constexpr int kPerVector = static_cast<int>(kVectorBytes / sizeof(T));
+template <typename T>
+__device__ int32_t vector_phase(const T* at) {
+  return static_cast<int32_t>(reinterpret_cast<uintptr_t>(at) % kVectorBytes / sizeof(T));
+}
+
+// Copies count elements from global memory at src (any alignment) to shared
+// memory at dst (16-byte aligned), by all threads of the block. Global reads
+// are 16-byte vectors over the aligned interior of [src, src + count):
+// vector i covers elements i * V - phase .. + V - 1 (V = kPerVector<T>,
+// phase = vector_phase(src)), read whole when all of them lie in the range,
+// element by element at the two ends (no byte outside the range is read).
+// With phase 0 the shared stores are vectors too, else element by element.
+// Plain loads, not __ldg: in place, this memory is written later in the launch.
 template <typename T>
 __device__ void stage_plane(const T* __restrict__ src, T* __restrict__ dst, int64_t count) {
-  const int64_t bytes = count * static_cast<int64_t>(sizeof(T));
-  const bool aligned = (reinterpret_cast<uintptr_t>(src) % 16) == 0;
-  if (aligned) {
-    const int64_t vectors = bytes / 16;
-    const uint4* s = reinterpret_cast<const uint4*>(src);
-    uint4* d = reinterpret_cast<uint4*>(dst);
-    // Plain loads, not __ldg: in place, this memory is written later in the launch.
-    for (int64_t i = threadIdx.x; i < vectors; i += blockDim.x) d[i] = s[i];
-    const unsigned char* s_bytes = reinterpret_cast<const unsigned char*>(src);
-    unsigned char* d_bytes = reinterpret_cast<unsigned char*>(dst);
-    for (int64_t i = vectors * 16 + threadIdx.x; i < bytes; i += blockDim.x)
-      d_bytes[i] = s_bytes[i];
-  } else {
-    for (int64_t i = threadIdx.x; i < count; i += blockDim.x) dst[i] = src[i];
+  constexpr int V = kPerVector<T>;
+  const int32_t phase = vector_phase(src);
+  const int64_t vectors = (phase + count + V - 1) / V;
+  for (int64_t i = threadIdx.x; i < vectors; i += blockDim.x) {
+    const int64_t first = i * V - phase;
+    if (first >= 0 && first + V <= count) {
+      union {
+        uint4 vector;
+        T elements[V];
+      } values;
+      values.vector = *reinterpret_cast<const uint4*>(src + first);
+      if (phase == 0) {
+        *reinterpret_cast<uint4*>(dst + first) = values.vector;
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) dst[first + j] = values.elements[j];
+      }
+    } else {
+      for (int j = 0; j < V; ++j)
+        if (first + j >= 0 && first + j < count) dst[first + j] = src[first + j];
+    }
   }
 }
 
+// Writes tile elements 0 .. end - first - 1, the plane's elements
+// first - phase .. end - 1 - phase, to `out` (the plane, count elements):
+// 16-byte vectors where a whole vector lies in the plane, element by element
+// at its two ends. Aligned: `first` is a multiple of the vector, the tile is
+// 16-byte aligned and out - phase lies on a 16-byte boundary.
+template <typename Out>
+__device__ void store_tile(const Out* tile, Out* out, int32_t phase, int64_t first, int64_t end,
+                           int64_t count) {
+  constexpr int V = kPerVector<Out>;
+  for (int64_t i = threadIdx.x; i * V < end - first; i += blockDim.x) {
+    const int64_t e = first + i * V - phase;
+    if (e >= 0 && e + V <= count) {
+      *reinterpret_cast<uint4*>(out + e) = *reinterpret_cast<const uint4*>(tile + i * V);
+    } else {
+      for (int j = 0; j < V; ++j)
+        if (e + j >= 0 && e + j < count) out[e + j] = tile[i * V + j];
+    }
+  }
+}
+
+// Row and column of element n of a plane w wide (n may be negative: the row is
+// the floor), and a step of it by a fixed number of elements.
+struct PlanePos {
+  int32_t y, x;
+};
+__device__ PlanePos plane_pos(int64_t n, int32_t w) {
+  int64_t y = n / w;
+  int64_t x = n % w;
+  if (x < 0) {
+    x += w;
+    --y;
+  }
+  return {static_cast<int32_t>(y), static_cast<int32_t>(x)};
+}
+__device__ void advance(PlanePos* at, PlanePos by, int32_t w) {
+  at->y += by.y;
+  at->x += by.x;
+  if (at->x >= w) {
+    at->x -= w;
+    ++at->y;
+  }
+}
+
+// The TraceTable slot of column at.x for an element of a warp whose first
+// element is at warp_first: the element's distance from it, plus that
+// element's column. The first element may lie before the plane (row -1, the
+// floor): the slots stay in 0 .. out_w + kWarp - 1, since the distance is
+// below kWarp and the column below out_w.
+__device__ int32_t column_slot(PlanePos at, PlanePos warp_first, int32_t w) {
+  return at.x + (at.y - warp_first.y) * w;
+}
+
+// One block per channel plane (grid-stride over planes). Per plane:
+//  1. thread k < n_ops draws op k (draw_op: a pure function of the seed, the
+//     step, the sample's counter word, the op and the frame, so the order of
+//     the draws is free) while every thread stages the input plane
+//     (stage_plane); barrier;
+//  2. the block traces out_h + out_w + kWarp rows and columns into the
+//     TraceTable; barrier (skipped when each thread traces its own pixels);
+//  3. the block evaluates the plane with eval_pixel from kernels/pipeline.h,
+//     element v + threadIdx.x for v = 0, blockDim.x, ... of the virtual range
+//     that starts at the 16-byte boundary at or before the output plane (the
+//     plane's element e is v - phase), so a warp's lanes take consecutive
+//     elements; the values go to a tile in shared memory; barrier; the block
+//     writes the tile out in 16-byte vectors (store_tile). With two tiles,
+//     chunk c fills tile c % 2: one barrier per chunk, no barrier between a
+//     chunk's stores and the next chunk's evaluation. Without a tile, each
+//     value is stored where it is computed and a barrier ends the plane.
+// The last barrier of a plane follows its last read of the draws, the traces
+// and the staged plane, so the next plane may overwrite them.
 template <typename In, typename Out>
 __global__ void __launch_bounds__(kThreads)
     augment_kernel(PipelineDesc p, AugmentBuffers<In, Out> buf, SharedLayout layout) {
   extern __shared__ __align__(16) unsigned char dynamic_shared[];
   __shared__ OpDraw draws[kMaxOps];
-  AxisTrace* rows = reinterpret_cast<AxisTrace*>(dynamic_shared);
-  AxisTrace* cols = rows + p.out_h;
+  // Used only when it fits in shared memory, so its count fits int32.
+  const TraceTable traces{reinterpret_cast<int32_t*>(dynamic_shared),
+                          static_cast<int32_t>(trace_count(p))};
   In* staged = reinterpret_cast<In*>(dynamic_shared + layout.traces_bytes);
+  Out* tiles = reinterpret_cast<Out*>(dynamic_shared + layout.traces_bytes + layout.stage_bytes);
 
-  constexpr int kPerThread = 16 / sizeof(Out);
   const bool direct = std::is_same<In, Out>::value && buf.scale == 1.0f && buf.bias == 0.0f;
   const int64_t planes = buf.batch * buf.channels;
   const int64_t in_plane = static_cast<int64_t>(p.in_h) * p.in_w;
   const int64_t out_plane = static_cast<int64_t>(p.out_h) * p.out_w;
+  const int32_t lane = static_cast<int32_t>(threadIdx.x % kWarp);
+  const PlanePos stride = plane_pos(blockDim.x, p.out_w);
 
   for (int64_t plane = blockIdx.x; plane < planes; plane += gridDim.x) {
     const uint32_t sample = static_cast<uint32_t>(plane / buf.channels);
     const int64_t channel = plane % buf.channels;
     const int32_t channel_in_frame = static_cast<int32_t>(channel % p.frame_channels);
-    if (threadIdx.x == 0) {
-      draw_pipeline(p, counter_sample(buf, sample),
-                    static_cast<uint32_t>(channel / p.frame_channels), draws);
-    }
-    __syncthreads();
-    if (layout.traces_bytes > 0) {
-      for (int i = threadIdx.x; i < p.out_h + p.out_w; i += blockDim.x) {
-        rows[i] = i < p.out_h ? trace_axis(p, draws, 0, i) : trace_axis(p, draws, 1, i - p.out_h);
-      }
+    if (threadIdx.x < static_cast<unsigned>(p.n_ops)) {
+      draws[threadIdx.x] = draw_op(p, p.ops[threadIdx.x], counter_sample(buf, sample),
+                                   static_cast<uint32_t>(channel / p.frame_channels));
     }
     const In* in = input_plane(p, buf, plane);
     if (layout.stage_bytes > 0) {
@@ -128,49 +291,54 @@ __global__ void __launch_bounds__(kThreads)
       in = staged;
     }
     __syncthreads();
+    if (layout.traces_bytes > 0) {
+      for (int32_t i = threadIdx.x; i < traces.count; i += blockDim.x) {
+        traces.store(i,
+                     i < p.out_h ? trace_axis(p, draws, 0, i)
+                                 : trace_axis(p, draws, 1, (i - p.out_h) % p.out_w),
+                     p.n_ops);
+      }
+      __syncthreads();
+    }
 
     Out* out = buf.out + plane * out_plane;
-    const bool aligned = (reinterpret_cast<uintptr_t>(out) % 16) == 0;
-    for (int64_t first = static_cast<int64_t>(threadIdx.x) * kPerThread; first < out_plane;
-         first += static_cast<int64_t>(blockDim.x) * kPerThread) {
-      union {
-        uint4 vector;
-        Out scalars[kPerThread];
-      } values;
-      const int count =
-          out_plane - first < kPerThread ? static_cast<int>(out_plane - first) : kPerThread;
-      int32_t y = static_cast<int32_t>(first / p.out_w);
-      int32_t x = static_cast<int32_t>(first % p.out_w);
-#pragma unroll
-      for (int j = 0; j < kPerThread; ++j) {
-        if (j >= count) break;
-        In v;
+    const int32_t phase = vector_phase(out);
+    const int64_t span = phase + out_plane;
+    const int64_t chunk = layout.tiles == 2 ? layout.tile_elems : span;
+    PlanePos at = plane_pos(static_cast<int64_t>(threadIdx.x) - phase, p.out_w);
+    PlanePos warp_first = plane_pos(static_cast<int64_t>(threadIdx.x) - lane - phase, p.out_w);
+    for (int64_t first = 0; first < span; first += chunk) {
+      Out* tile = tiles + (first / chunk % 2) * layout.tile_elems;
+      const int64_t end = span - first < chunk ? span : first + chunk;
+      for (int64_t v = first + threadIdx.x; v < end;
+           v += blockDim.x, advance(&at, stride, p.out_w), advance(&warp_first, stride, p.out_w)) {
+        if (v < phase) continue;  // before the plane
+        AxisTrace row, col;
         if (layout.traces_bytes > 0) {
-          v = eval_pixel(p, draws, rows[y], cols[x], in, buf.pool, channel_in_frame);
+          row = traces.load(at.y, p);
+          col = traces.load(p.out_h + column_slot(at, warp_first, p.out_w), p);
         } else {
-          const AxisTrace row = trace_axis(p, draws, 0, y);
-          const AxisTrace col = trace_axis(p, draws, 1, x);
-          v = eval_pixel(p, draws, row, col, in, buf.pool, channel_in_frame);
+          row = trace_axis(p, draws, 0, at.y);
+          col = trace_axis(p, draws, 1, at.x);
         }
+        const In value = eval_pixel(p, draws, row, col, in, buf.pool, channel_in_frame);
         // Same dtype without an affine: the value itself, as the CPU stores it
         // (v * 1 + 0 would turn -0.0 into +0.0).
-        values.scalars[j] = direct ? static_cast<Out>(v)
-                                   : to_output(v, buf.scale, buf.bias, static_cast<Out*>(nullptr));
-        if (++x == p.out_w) {
-          x = 0;
-          ++y;
+        const Out stored = direct
+                               ? static_cast<Out>(value)
+                               : to_output(value, buf.scale, buf.bias, static_cast<Out*>(nullptr));
+        if (layout.tiles > 0) {
+          tile[v - first] = stored;
+        } else {
+          out[v - phase] = stored;
         }
       }
-      if (aligned && count == kPerThread) {
-        *reinterpret_cast<uint4*>(out + first) = values.vector;
-      } else {
-#pragma unroll
-        for (int j = 0; j < kPerThread; ++j) {
-          if (j < count) out[first + j] = values.scalars[j];
-        }
+      if (layout.tiles > 0) {
+        __syncthreads();
+        store_tile(tile, out, phase, first, end, out_plane);
       }
     }
-    __syncthreads();  // the next plane reuses draws, traces and the staged plane
+    if (layout.tiles == 0) __syncthreads();
   }
 }
 
@@ -209,12 +377,18 @@ __global__ void __launch_bounds__(kThreads)
     const uint32_t frame = static_cast<uint32_t>(unit % work.stack);
     const int64_t first_plane = static_cast<int64_t>(sample) * buf.channels +
                                 static_cast<int64_t>(frame) * work.frame_channels;
-    if (threadIdx.x == 0) {
-      draw_pipeline(p, counter_sample(buf, sample), frame, draws);
-      for (int k = 0; k < p.n_ops; ++k)
-        if (p.ops[k].kind == OpKind::kRandomConv)
-          draw_conv_weights(p, p.ops[k], counter_sample(buf, sample),
-                            conv_weights + k * kConvWeights);
+    // Task t: op t % n_ops's draw (t < n_ops), or its random_conv weight block
+    // t / n_ops - 1; pure functions of their indices, drawn in parallel.
+    const uint32_t sample_word = counter_sample(buf, sample);
+    for (int t = threadIdx.x; t < p.n_ops * (1 + static_cast<int>(kConvWeightBlocks));
+         t += blockDim.x) {
+      const int k = t % p.n_ops;
+      if (t < p.n_ops) {
+        draws[k] = draw_op(p, p.ops[k], sample_word, frame);
+      } else if (p.ops[k].kind == OpKind::kRandomConv) {
+        draw_conv_weight_block(p, p.ops[k], sample_word, static_cast<uint32_t>(t / p.n_ops - 1),
+                               conv_weights + k * kConvWeights);
+      }
     }
     FrameView<In> src{input_plane(p, buf, first_plane), work.in_plane, p.in_h, p.in_w};
     if (work.in_place && p.n_segments == 1) {  // the only segment writes what it reads

@@ -212,23 +212,30 @@ OBSAUG_HD float mean_of_sum(int64_t sum, int32_t h, int32_t w) {
 }
 
 // random_conv's 81 weights for one sample: Box-Muller normals from
-// supplementary blocks q = 0..20, scaled by conv_std.
+// supplementary blocks q = 0..20, scaled by conv_std. Block q gives weights
+// 4q..4q+3 and depends on nothing else, so the blocks may be drawn in any
+// order or in parallel (the CUDA kernel gives each its own thread).
+constexpr uint32_t kConvWeightBlocks = (kConvWeights + 3) / 4;
+
+OBSAUG_HD void draw_conv_weight_block(const PipelineDesc& p, const OpDesc& op, uint32_t sample,
+                                      uint32_t q, float* weights) {
+  const Philox4 r = draw_supplementary(p, op, sample, q);
+  for (int pair = 0; pair < 2; ++pair) {
+    const uint32_t r_radius = r.v[2 * pair];
+    const uint32_t r_angle = r.v[2 * pair + 1];
+    const float u1 = mul_rn(static_cast<float>((r_radius >> 8) + 1u), 1.0f / 16777216.0f);
+    const float radius = sqrt_rn(mul_rn(-2.0f, log_f32(u1)));
+    const float theta = mul_rn(kTwoPiF, unit(r_angle));
+    const uint32_t j = 4 * q + 2 * static_cast<uint32_t>(pair);
+    if (j < kConvWeights) weights[j] = mul_rn(op.conv_std, mul_rn(radius, cos_f32(theta)));
+    if (j + 1 < kConvWeights) weights[j + 1] = mul_rn(op.conv_std, mul_rn(radius, sin_f32(theta)));
+  }
+}
+
 OBSAUG_HD void draw_conv_weights(const PipelineDesc& p, const OpDesc& op, uint32_t sample,
                                  float* weights) {
-  for (uint32_t q = 0; q * 4 < kConvWeights; ++q) {
-    const Philox4 r = draw_supplementary(p, op, sample, q);
-    for (int pair = 0; pair < 2; ++pair) {
-      const uint32_t r_radius = r.v[2 * pair];
-      const uint32_t r_angle = r.v[2 * pair + 1];
-      const float u1 = mul_rn(static_cast<float>((r_radius >> 8) + 1u), 1.0f / 16777216.0f);
-      const float radius = sqrt_rn(mul_rn(-2.0f, log_f32(u1)));
-      const float theta = mul_rn(kTwoPiF, unit(r_angle));
-      const uint32_t j = 4 * q + 2 * static_cast<uint32_t>(pair);
-      if (j < kConvWeights) weights[j] = mul_rn(op.conv_std, mul_rn(radius, cos_f32(theta)));
-      if (j + 1 < kConvWeights)
-        weights[j + 1] = mul_rn(op.conv_std, mul_rn(radius, sin_f32(theta)));
-    }
-  }
+  for (uint32_t q = 0; q < kConvWeightBlocks; ++q)
+    draw_conv_weight_block(p, op, sample, q, weights);
 }
 
 // C channel planes of one frame: channel c's pixel (y, x) is

@@ -48,6 +48,7 @@ struct Case {
   float scale = 1.0f;
   float bias = 0.0f;
   int misalign = 0;           // elements by which in and out miss 16-byte alignment
+  int out_misalign = -1;      // out's own, out of place (-1: misalign)
   int64_t gather_frames = 0;  // > 0: gather from a storage of this many frames
   int sm_count = 1;           // 64 blocks per SM: small values make blocks stride
 };
@@ -130,7 +131,7 @@ SharedLayout run_case(const Case& c) {
   for (uint64_t order : kOrders) {
     Buffer<In> in(in_count, c.misalign);
     std::memcpy(in.data, input.data(), in_count * sizeof(In));
-    Buffer<Out> separate(out_count, c.misalign);
+    Buffer<Out> separate(out_count, c.out_misalign >= 0 ? c.out_misalign : c.misalign);
     std::memset(separate.data, 0xCD, out_count * sizeof(Out));  // unwritten output shows
     Out* out = separate.data;
     if constexpr (std::is_same<In, Out>::value) {
@@ -164,7 +165,8 @@ SharedLayout run_case(const Case& c) {
                     << " outputs differ from the CPU backend; first at " << i << " (plane "
                     << i / (static_cast<size_t>(desc.out_h) * desc.out_w) << "): emulated "
                     << +out[i] << ", cpu " << +expected[i] << " (layout: traces "
-                    << layout.traces_bytes << " B, staged " << layout.stage_bytes << " B, blocks "
+                    << layout.traces_bytes << " B, staged " << layout.stage_bytes << " B, "
+                    << layout.tiles << " tiles of " << layout.tile_elems << ", blocks "
                     << launch.blocks << ")";
       break;
     }
@@ -234,27 +236,53 @@ TEST(AugmentKernelEmulated, FloatOutputWithScaleAndBias) {
   run(c);
 }
 
-// kCudaSharedBytes (48128) is the dynamic shared memory a block takes; a
-// plane is staged when it fits beside the traces, in place also without them.
-TEST(AugmentKernelEmulated, BothSidesOfTheSharedMemoryEdge) {
+// kCudaSharedBytes (48128) is the dynamic shared memory a block takes. In
+// place the plane is staged first (one row more than fits: no launch in
+// place); then the trace table (16 bytes per trace with two ops), the staged
+// plane out of place, and a tile of the whole output plane, else two tiles of
+// 4096 bytes, else none (stored one by one).
+TEST(AugmentKernelEmulated, SharedMemoryLayouts) {
   ASSERT_EQ(kCudaSharedBytes, 48128);
   Case c = make({OpSpec::shift(5), OpSpec::overlay(0.4)});
   c.batch = 1;
   c.stack = 2;
   c.frame_channels = 1;
-  c.height = 256;  // traces (256 + 128) * 40 = 15360 B + plane 32768 B = 48128 B
-  c.width = 128;
+  c.height = 84;  // traces 16 * (84 + 84 + 32) + plane 7056 + tile 7056 + 15 rounded up
+  c.width = 84;
   SharedLayout layout = run(c);
-  EXPECT_EQ(layout.traces_bytes, 15360);
-  EXPECT_EQ(layout.stage_bytes, 32768);
-  c.height = 257;  // one row more: the traces only
+  EXPECT_EQ(layout.traces_bytes, 3200);
+  EXPECT_EQ(layout.stage_bytes, 7056);
+  EXPECT_EQ(layout.tiles, 1);
+  EXPECT_EQ(layout.tile_bytes, 7072);
+  c.height = 256;  // traces 6656 + plane 32768: two tiles of 4096
+  c.width = 128;
   layout = run(c);
-  EXPECT_EQ(layout.traces_bytes, 15408);  // (257 + 128) * 40 rounded up to 16
-  EXPECT_EQ(layout.stage_bytes, 0);
+  EXPECT_EQ(layout.traces_bytes, 6656);
+  EXPECT_EQ(layout.stage_bytes, 32768);
+  EXPECT_EQ(layout.tiles, 2);
+  EXPECT_EQ(layout.tile_elems, 4096);
+  c.types = Types::kF32;  // float32 84 x 84: plane 28224 B, two tiles of 1024 floats
+  c.height = 84;
+  c.width = 84;
+  layout = run(c);
+  EXPECT_EQ(layout.stage_bytes, 28224);
+  EXPECT_EQ(layout.tiles, 2);
+  EXPECT_EQ(layout.tile_elems, 1024);
 
-  c.in_place = true;  // in place the plane alone: 188 x 256 = 48128 B
-  c.height = 188;
+  c.types = Types::kU8;
+  c.in_place = true;  // plane 160 x 256 = 40960 B + traces 16 * 448 = 48128 B, no tile
+  c.height = 160;
   c.width = 256;
+  layout = run(c);
+  EXPECT_EQ(layout.stage_bytes, 40960);
+  EXPECT_EQ(layout.traces_bytes, 7168);
+  EXPECT_EQ(layout.tiles, 0);
+  c.height = 161;  // one row more: the plane only, each thread traces its own pixels
+  layout = run(c);
+  EXPECT_EQ(layout.stage_bytes, 41216);
+  EXPECT_EQ(layout.traces_bytes, 0);
+  EXPECT_EQ(layout.tiles, 0);
+  c.height = 188;  // in place the plane alone: 188 x 256 = 48128 B
   layout = run(c);
   EXPECT_EQ(layout.traces_bytes, 0);
   EXPECT_EQ(layout.stage_bytes, 48128);
@@ -265,29 +293,189 @@ TEST(AugmentKernelEmulated, BothSidesOfTheSharedMemoryEdge) {
   EXPECT_EQ(layout.stage_bytes, 48128);
   // One row more cannot be staged: the tensor layer augments from a copy
   // instead of launching in place (cuda_can_stage is false).
-  EXPECT_EQ(shared_layout(PipelineDesc{}, 95 * 128 * 4, /*in_place=*/true).stage_bytes, 0);
-  EXPECT_EQ(shared_layout(PipelineDesc{}, 189 * 256, /*in_place=*/true).stage_bytes, 0);
+  EXPECT_EQ(shared_layout(PipelineDesc{}, 95 * 128 * 4, 4, /*in_place=*/true).stage_bytes, 0);
+  EXPECT_EQ(shared_layout(PipelineDesc{}, 189 * 256, 1, /*in_place=*/true).stage_bytes, 0);
 }
 
 TEST(AugmentKernelEmulated, TracesInSharedMemoryAndPerPixel) {
-  Case c = make({OpSpec::shift(2, "zeros"), OpSpec::overlay(0.6), OpSpec::crop(3, 1201)});
+  Case c = make({OpSpec::shift(2, "zeros"), OpSpec::overlay(0.6), OpSpec::crop(3, 2970)});
   c.batch = 1;
   c.height = 3;
-  c.width = 1250;  // (3 + 1201) * 40 > 48128: every thread traces its own pixels
+  c.width = 3000;  // 20 * (3 + 2970 + 32) > 48128: every thread traces its own pixels
   c.frame_channels = 1;
   SharedLayout layout = run(c);
   EXPECT_EQ(layout.traces_bytes, 0);
-  EXPECT_EQ(layout.stage_bytes, 0);
-  c.pipeline = {OpSpec::shift(2, "zeros"), OpSpec::overlay(0.6), OpSpec::crop(3, 1200)};
-  layout = run(c);  // (3 + 1200) * 40 rounded up to 16 is the whole 48128
+  EXPECT_EQ(layout.stage_bytes, 9008);
+  EXPECT_EQ(layout.tiles, 1);
+  c.pipeline = {OpSpec::shift(2, "zeros"), OpSpec::overlay(0.6), OpSpec::crop(3, 2371)};
+  layout = run(c);  // 20 * (3 + 2371 + 32) = 48120, rounded up to 16: the whole 48128
   EXPECT_EQ(layout.traces_bytes, 48128);
   EXPECT_EQ(layout.stage_bytes, 0);
+  EXPECT_EQ(layout.tiles, 0);
   c.height = 40;
   c.width = 40;
   c.pipeline = {OpSpec::shift(2, "zeros"), OpSpec::overlay(0.6), OpSpec::crop(30, 31)};
   layout = run(c);
-  EXPECT_EQ(layout.traces_bytes, 2448);
+  EXPECT_EQ(layout.traces_bytes, 1872);  // 20 * (30 + 31 + 32) rounded up to 16
   EXPECT_EQ(layout.stage_bytes, 1600);
+  EXPECT_EQ(layout.tiles, 1);
+}
+
+// The vector paths: rows of 83, 84, 85 and 88 (planes whose starts take every
+// alignment phase), every element phase of the input and of the output,
+// widths below a warp, with one tile, two tiles and none.
+TEST(AugmentKernelEmulated, VectorPathsAtOddWidthsAndUnalignedStarts) {
+  for (Types t : {Types::kU8, Types::kF32, Types::kU8ToF32}) {
+    const int phases = t == Types::kU8 ? 16 : 4;
+    for (int32_t width : {83, 84, 85, 88}) {
+      for (int in_phase = 0; in_phase < phases; in_phase += kSanitized ? 5 : 1) {
+        const int out_phase = (in_phase * 7 + 3) % phases;
+        for (bool in_place : {false, true}) {
+          if (in_place && t == Types::kU8ToF32) continue;
+          std::ostringstream trace;
+          trace << name_of(t) << " width " << width << " in phase " << in_phase << " out phase "
+                << (in_place ? in_phase : out_phase) << (in_place ? " in place" : "");
+          SCOPED_TRACE(trace.str());
+          Case c = make({OpSpec::shift(4), OpSpec::overlay(0.3, 0.9)}, t);
+          c.batch = 1;
+          c.stack = kSanitized ? 1 : 2;
+          c.frame_channels = 3;
+          c.height = 17;
+          c.width = width;
+          c.misalign = in_phase;
+          c.out_misalign = out_phase;
+          c.in_place = in_place;
+          if (t == Types::kU8ToF32) c.scale = 1.0f / 255.0f;
+          run(c);
+        }
+      }
+    }
+  }
+  // Rows narrower than a warp: a warp's elements span several rows.
+  for (int32_t width : {1, 5, 31, 33}) {
+    SCOPED_TRACE("width " + std::to_string(width));
+    Case c = make({OpSpec::overlay(0.5), OpSpec::shift(2, "zeros")});
+    c.height = 9;
+    c.width = width;
+    c.misalign = width % 16;
+    run(c);
+  }
+  // Two tiles (chunks of 4096 bytes) and none, at odd sizes and phases.
+  Case c = make({OpSpec::shift(3), OpSpec::overlay(0.7)}, Types::kF32);
+  c.batch = 1;
+  c.stack = 1;
+  c.frame_channels = 1;
+  c.height = 85;
+  c.width = 83;
+  c.misalign = 1;
+  c.out_misalign = 3;
+  EXPECT_EQ(run(c).tiles, 2);
+  c.types = Types::kU8;
+  c.height = 130;
+  c.width = 253;
+  c.misalign = 5;
+  c.out_misalign = 11;
+  EXPECT_EQ(run(c).tiles, 2);
+  c.height = 161;  // in place: the plane and the traces, no tile
+  c.in_place = true;
+  c.misalign = 7;
+  const SharedLayout layout = run(c);
+  EXPECT_EQ(layout.tiles, 0);
+  EXPECT_GT(layout.traces_bytes, 0);
+}
+
+// The claim at TraceTable: for every width and output phase, the active
+// lanes of each warp read 32 consecutive column slots (one per bank), all
+// below out_w + kWarp, as the kernel steps through the plane.
+TEST(AugmentKernelEmulated, ColumnSlotsOfAWarpAreConsecutive) {
+  for (int32_t w = 1; w <= 100; ++w) {
+    for (int32_t phase = 0; phase < 16; ++phase) {
+      const int64_t count = 7 * w + 3;
+      const int64_t span = phase + count;
+      const PlanePos stride = plane_pos(kThreads, w);
+      for (int warp = 0; warp < kThreads / kWarp; ++warp) {
+        PlanePos at[kWarp], first[kWarp];
+        for (int lane = 0; lane < kWarp; ++lane) {
+          at[lane] = plane_pos(static_cast<int64_t>(warp * kWarp + lane) - phase, w);
+          first[lane] = plane_pos(static_cast<int64_t>(warp * kWarp) - phase, w);
+        }
+        for (int64_t base = warp * kWarp; base < span; base += kThreads) {
+          int32_t previous = -1;
+          for (int lane = 0; lane < kWarp; ++lane) {
+            const int64_t v = base + lane;
+            if (v >= phase && v < span) {
+              ASSERT_EQ(at[lane].y * static_cast<int64_t>(w) + at[lane].x, v - phase);
+              const int32_t slot = column_slot(at[lane], first[lane], w);
+              ASSERT_EQ(slot % w, at[lane].x);
+              ASSERT_LT(slot, w + kWarp);
+              if (previous >= 0) {
+                ASSERT_EQ(slot, previous + 1) << "w " << w << " phase " << phase;
+              }
+              previous = slot;
+            }
+            advance(&at[lane], stride, w);
+            advance(&first[lane], stride, w);
+          }
+        }
+      }
+    }
+  }
+}
+
+// stage_plane and store_tile alone (one warp, so that a thread handles
+// several vectors): counts up to 70, every phase of the source and of the
+// destination; nothing outside the range is written.
+template <typename T>
+__global__ void stage_then_copy(const T* src, T* dst, int64_t count) {
+  extern __shared__ __align__(16) unsigned char dynamic_shared[];
+  T* shared = reinterpret_cast<T*>(dynamic_shared);
+  stage_plane(src, shared, count);
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) dst[i] = shared[i];
+}
+
+template <typename T>
+__global__ void fill_then_store_tile(const T* src, T* dst, int64_t count) {
+  extern __shared__ __align__(16) unsigned char dynamic_shared[];
+  T* tile = reinterpret_cast<T*>(dynamic_shared);
+  const int32_t phase = vector_phase(dst);
+  for (int64_t v = threadIdx.x; v < phase + count; v += blockDim.x)
+    if (v >= phase) tile[v] = src[v - phase];
+  __syncthreads();
+  store_tile(tile, dst, phase, 0, phase + count, count);
+}
+
+template <typename T>
+void check_vector_copies() {
+  constexpr int V = kPerVector<T>;
+  std::mt19937_64 rng(V);
+  for (int64_t count = 0; count <= 70; count += count < 40 ? 1 : 15) {
+    for (int src_phase = 0; src_phase < V; src_phase += kSanitized ? 3 : 1) {
+      for (int dst_phase = 0; dst_phase < V; dst_phase += kSanitized ? 5 : 1) {
+        Buffer<T> src(count, src_phase);
+        fill_random(src.data, count, rng);
+        for (auto kernel : {stage_then_copy<T>, fill_then_store_tile<T>}) {
+          Buffer<T> dst(count + 2 * V, dst_phase);
+          std::memset(dst.bytes.data(), 0xCD, dst.bytes.size());
+          std::vector<unsigned char> before = dst.bytes;
+          T* at = dst.data + V;  // the same phase, with V guard elements on each side
+          cuda_emu::launch({dim3(1), dim3(kWarp), 1024, cuda_emu::kReverse}, kernel,
+                           static_cast<const T*>(src.data), at, count);
+          ASSERT_EQ(std::memcmp(at, src.data, count * sizeof(T)), 0)
+              << count << " elements, phases " << src_phase << " -> " << dst_phase;
+          std::memcpy(dst.bytes.data() + (reinterpret_cast<unsigned char*>(at) - dst.bytes.data()),
+                      before.data() + (reinterpret_cast<unsigned char*>(at) - dst.bytes.data()),
+                      count * sizeof(T));
+          ASSERT_EQ(dst.bytes, before) << "written outside the range: " << count << " elements";
+        }
+      }
+    }
+  }
+}
+
+TEST(AugmentKernelEmulated, StagedPlanesAndTilesAtEveryPhase) {
+  check_vector_copies<uint8_t>();
+  check_vector_copies<float>();
 }
 
 TEST(AugmentKernelEmulated, OddSizesAndUnalignedPointers) {
@@ -446,6 +634,29 @@ TEST(AugmentKernelEmulated, PipelinesOfOneToFourOps) {
       Case c = make(pipeline, t);
       c.batch = 1;
       c.stack = kSanitized ? 1 : 3;
+      run(c);
+    }
+  }
+}
+
+// Op k is drawn by thread k, and a random_conv's 21 weight blocks by 21
+// threads: eight ops (kMaxOps; the overlays share the pool's frame size),
+// and two random_convs in one pipeline.
+TEST(AugmentKernelEmulated, DrawsByManyThreads) {
+  const Pipeline eight = {OpSpec::shift(3),          OpSpec::overlay(0.2, 0.6),
+                          OpSpec::shift(2, "zeros"), OpSpec::overlay(0.5, 1.0, true),
+                          OpSpec::shift(1),          OpSpec::overlay(0.3),
+                          OpSpec::crop(18, 19),      OpSpec::crop(15, 16)};
+  ASSERT_EQ(eight.size(), static_cast<size_t>(kMaxOps));
+  const OpSpec conv_rad =
+      op(OpKind::kRandomConv, {{"init", "xavier"}, {"padding", "zeros"}, {"activation", "none"}});
+  const Pipeline two_convs = {op(OpKind::kRandomConv), op(OpKind::kFlip), conv_rad,
+                              op(OpKind::kColorJitter, {{"p", 0.8}})};
+  for (const Pipeline& pipeline : {eight, two_convs}) {
+    for (Types t : {Types::kU8, Types::kF32}) {
+      SCOPED_TRACE(std::string(name_of(t)) + " " + format_pipeline(pipeline));
+      Case c = make(pipeline, t);
+      c.batch = kSanitized ? 2 : 6;
       run(c);
     }
   }

@@ -21,12 +21,13 @@ def main():
     def u8(*shape):
         return torch.randint(0, 256, shape, dtype=torch.uint8, generator=g).to(dev)
 
-    # Odd sizes, and both sides of the 48128-byte shared-memory edge (in place
-    # uint8 188x256 / 189x256, float32 94x128 / 95x128; out of place 256x128 /
-    # 257x128 with traces and plane).
-    shapes = [(4, 9, 84, 84, 3), (3, 4, 84, 84, 1), (2, 6, 61, 47, 3), (2, 2, 188, 256, 1),
-              (2, 2, 189, 256, 1), (2, 2, 94, 128, 1), (2, 2, 95, 128, 1), (2, 2, 256, 128, 1),
-              (2, 2, 257, 128, 1), (1, 3, 256, 256, 3)]
+    # Odd sizes (planes at every 16-byte phase), and both sides of the
+    # 48128-byte shared-memory edge (in place uint8 188x256 / 189x256, float32
+    # 94x128 / 95x128, 160x256 / 161x256 with and without the traces; out of
+    # place 256x128 with two output tiles).
+    shapes = [(4, 9, 84, 84, 3), (3, 4, 84, 84, 1), (2, 6, 61, 47, 3), (2, 9, 83, 85, 3),
+              (2, 2, 188, 256, 1), (2, 2, 189, 256, 1), (2, 2, 94, 128, 1), (2, 2, 95, 128, 1),
+              (2, 2, 256, 128, 1), (2, 2, 160, 256, 1), (2, 2, 161, 256, 1), (1, 3, 256, 256, 3)]
     for b, sc, h, w, c in shapes:
         for dt in (torch.uint8, torch.float32):
             x = u8(b, sc, h, w).to(dt)

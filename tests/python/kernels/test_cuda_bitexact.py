@@ -96,14 +96,21 @@ SHAPES = [
     # The real shared-memory edge, kCudaSharedBytes = 48128 bytes of dynamic
     # shared memory. In place a plane is staged alone: uint8 188x256 and
     # float32 94x128 are exactly 48128 bytes, one row more is computed from a
-    # copy. Out of place traces and plane together: uint8 256x128 takes
-    # (256 + 128) * 40 + 32768 = 48128 bytes, 257x128 the traces only.
+    # copy. Then the kernel's layout (kernels/augment_cuda_kernel.cuh
+    # shared_layout; shift+overlay, 16 bytes per trace): in place uint8 160x256
+    # takes the plane and the traces, exactly 48128 bytes, 161x256 the plane
+    # alone; out of place 256x128 the traces, the plane and two output tiles.
     ("edge-inplace u8 188x256", 16, 2, 188, 256, 1, ("uint8",), True),
     ("edge-inplace+1 u8 189x256", 16, 2, 189, 256, 1, ("uint8",), False),
     ("edge-inplace f32 94x128", 16, 2, 94, 128, 1, ("float32",), True),
     ("edge-inplace+1 f32 95x128", 16, 2, 95, 128, 1, ("float32",), False),
-    ("edge-traces+plane u8 256x128", 16, 2, 256, 128, 1, ("uint8",), False),
-    ("edge-traces+plane+1 u8 257x128", 16, 2, 257, 128, 1, ("uint8",), False),
+    ("edge-plane+traces u8 160x256", 16, 2, 160, 256, 1, ("uint8",), False),
+    ("edge-plane+traces+1 u8 161x256", 16, 2, 161, 256, 1, ("uint8",), False),
+    ("two-tiles u8 256x128", 16, 2, 256, 128, 1, ("uint8",), False),
+    # Planes whose starts take every 16-byte phase (the vector edges).
+    ("width83", 64, 9, 83, 83, 3, ("uint8", "float32"), False),
+    ("width85", 64, 9, 85, 85, 3, ("uint8", "float32"), False),
+    ("width88", 64, 9, 84, 88, 3, ("uint8",), False),
     ("big", 8, 3, 256, 256, 3, ("uint8", "float32"), False),
 ]
 
