@@ -3,14 +3,17 @@
 //
 // Work unit: one channel plane (or the three of a frame when an op mixes
 // channels). The geometric part of the pipeline is separable, so for each
-// sample the row and column maps of every stage are traced once and the
-// column maps compressed into runs (a contiguous copy, a mirrored copy, or
-// one pixel repeated); each row is gathered with a few vector moves (from the
-// transposed plane after an odd number of quarter turns), and the value ops
-// then run over whole planes in pipeline order: an overlay is a contiguous
-// blend, zero padding and cutouts fill row spans, grayscale runs over the
-// three planes and color_jitter by rows (kernels/frame_rows_cpu.h, shared
-// with the per-frame path). All arithmetic comes from kernels/pipeline.h and
+// sample the row and column maps of every stage are traced once, op by op
+// over a whole axis (trace_axis_all), and the column maps compressed into
+// runs (a contiguous copy, a mirrored copy, or one pixel repeated); each row
+// is gathered with a few vector moves (from the transposed plane after an
+// odd number of quarter turns), writing zero padding itself when no value op
+// comes before it. The value ops then run over whole planes in pipeline
+// order, one plane after another so that each stays in the L1 cache: an
+// overlay is a contiguous blend, cutouts (and zero padding after a value op)
+// fill row spans. Only grayscale and color_jitter wait for the three planes
+// of a frame (color_jitter by rows, kernels/frame_rows_cpu.h, shared with the
+// per-frame path). All arithmetic comes from kernels/pipeline.h and
 // kernels/frame_eval.h.
 #include "kernels/augment_cpu.h"
 
