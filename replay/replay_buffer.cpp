@@ -656,6 +656,7 @@ void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor
       bad("update_priorities", "priorities must be finite and >= 0, got " + std::to_string(pp[i]) +
                                    " at position " + std::to_string(i));
     }
+    __builtin_prefetch(d.priority.data() + ip[i], 1);  // the write below then hits
   }
   std::vector<int64_t> touched(ip, ip + k);
   for (int64_t i = 0; i < k; ++i) {
