@@ -25,9 +25,11 @@ given a random priority in [0.01, 10) before timing:
 update_priorities(B) gets B indices of an earlier sample and new priorities
 (a pool of 64 such pairs prepared before timing, used in turn).
 
-Method: torch threads 1 (--threads), harness.run_rounds (calibrated calls per measurement, rounds rotated so
-that noise hits all methods alike), median seconds per call. One size at a time:
-the buffers of one N are built, measured and freed before the next.
+Method: torch threads 1 (--threads), harness.run_rounds (calibrated calls per
+measurement, rounds rotated so that noise hits all methods alike), median
+seconds per call. Every size is built first and all are measured in the same
+rounds, so that a change of load on a shared machine hits every N alike and
+the N-to-N ratios (the scaling table) compare like with like.
 
     .venv/bin/python benchmarks/bench_prioritized.py            # 64 Ki, 1 Mi, 8 Mi
     .venv/bin/python benchmarks/bench_prioritized.py --quick    # 64 Ki, 1 Mi
@@ -150,25 +152,24 @@ def main(argv=None) -> int:
           f"torchrl {torchrl_version}, cpprb {cpprb_version}\n")
     t_start = time.perf_counter()
     libs = ["obsaug"] + (["torchrl"] if torchrl else []) + (["cpprb"] if cpprb else [])
-    rows = []
+    built, methods = {}, []
     for n in args.sizes:
         rng = np.random.default_rng(args.seed)
-        built = {}
         t0 = time.perf_counter()
-        built["obsaug"] = obsaug_methods(obsaug, n, args.batch, rng)
+        built[n, "obsaug"] = obsaug_methods(obsaug, n, args.batch, rng)
         if torchrl:
-            built["torchrl"] = torchrl_methods(n, args.batch, rng)
+            built[n, "torchrl"] = torchrl_methods(n, args.batch, rng)
         if cpprb:
-            built["cpprb"] = cpprb_methods(cpprb, n, args.batch, rng)
+            built[n, "cpprb"] = cpprb_methods(cpprb, n, args.batch, rng)
         print(f"N = {n}: filled in {time.perf_counter() - t0:.0f} s")
-        methods = [harness.Method(f"{lib} {op}", fn, lib=lib, op=op)
-                   for lib in libs for op, fn in built[lib][1].items()]
-        harness.run_rounds(methods, args.rounds)
-        for m in methods:
-            rows.append({"n": n, "lib": m.info["lib"], "op": m.info["op"],
-                         "us": harness.median(m) * 1e6, "iqr_us": harness.iqr(m.times) * 1e6})
-        built.clear()
-        gc.collect()
+        methods += [harness.Method(f"{lib} {op} N={n}", fn, lib=lib, op=op, n=n)
+                    for lib in libs for op, fn in built[n, lib][1].items()]
+    harness.run_rounds(methods, args.rounds)
+    rows = [{"n": m.info["n"], "lib": m.info["lib"], "op": m.info["op"],
+             "us": harness.median(m) * 1e6, "iqr_us": harness.iqr(m.times) * 1e6}
+            for m in methods]
+    built.clear()
+    gc.collect()
 
     def us(n, lib, op):
         return next((r["us"] for r in rows if (r["n"], r["lib"], r["op"]) == (n, lib, op)), None)

@@ -3,10 +3,12 @@
 // and a batch of stratified draws, each O(count * log capacity), run by the
 // host (proportional_host.cpp) or on a CUDA stream (proportional_cuda.cu)
 // with the same arithmetic, so both give the same bits. The owner (the
-// ReplayBuffer) allocates the node arrays: 2 * leaf_count(capacity) doubles
-// each, sum zeroed and min filled with +inf (every weight 0).
+// ReplayBuffer) allocates the nodes: 2 * leaf_count(capacity) sums zeroed and
+// as many mins filled with +inf (every weight 0), in either layout of
+// tree::TreeView.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "replay/proportional_tree.h"
@@ -24,6 +26,11 @@ void proportional_assign_host(tree::TreeView tree, const int64_t* slots, const d
 // (docs/replay.md). The tree's total must be positive.
 void proportional_draw_host(tree::TreeView tree, uint64_t seed, uint64_t call, int64_t batch,
                             int64_t* slots);
+
+// Asks the kernel to back host memory with 2 MiB pages, before its first touch:
+// a walk of a large tree is otherwise a TLB miss per level as well as a cache
+// miss. A hint: nothing happens where it is not supported.
+void advise_huge_pages(void* memory, size_t bytes);
 
 #ifdef OBSAUG_WITH_CUDA
 // The same on `stream`, with the tree, slots and weights in device memory.

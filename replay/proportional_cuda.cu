@@ -64,16 +64,16 @@ __global__ void assign_in_one_block(tree::TreeView t, const int64_t* slots, cons
 
 __global__ void draw(tree::TreeView t, uint64_t seed, uint64_t call, int64_t batch, int64_t* slots,
                      double* leaf_weights) {
-  const double total = t.sum[1];
+  const double total = tree::sum_at(t, 1);
   for (int64_t b = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; b < batch;
        b += int64_t{gridDim.x} * blockDim.x) {
     const double target =
         tree::stratified_target(seed, call, static_cast<uint32_t>(b), batch, total);
-    const int64_t slot = tree::descend(t.sum, t.leaves, target);
+    const int64_t slot = tree::descend(tree::sums(t), t.leaves, target);
     slots[b] = slot;
-    leaf_weights[b] = t.sum[t.leaves + slot];
+    leaf_weights[b] = tree::sum_at(t, t.leaves + slot);
     if (b == 0) {
-      leaf_weights[batch] = t.min[1];
+      leaf_weights[batch] = tree::min_at(t, 1);
       leaf_weights[batch + 1] = total;
     }
   }

@@ -112,8 +112,7 @@ struct ReplayBuffer::Impl {
   std::vector<double> priority;
   double max_priority = 1.0;
   int64_t leaves = 0;
-  at::Tensor tree_sum;  // [2 * leaves] float64 on o.device
-  at::Tensor tree_min;
+  at::Tensor tree_nodes;  // [2 * leaves, 2] float64 on o.device: (sum, min) per node
 
   explicit Impl(ReplayOptions options)
       : o(checked(std::move(options))), ring(1, 1, 1, 0.0) {  // sized below
@@ -152,8 +151,10 @@ struct ReplayBuffer::Impl {
       if (o.prioritized) {
         priority.assign(static_cast<size_t>(o.capacity), 0.0);
         const auto f64 = at::TensorOptions().dtype(at::kDouble).device(o.device);
-        tree_sum = at::zeros({2 * leaves}, f64);  // every weight 0
-        tree_min = at::full({2 * leaves}, std::numeric_limits<double>::infinity(), f64);
+        tree_nodes = at::empty({2 * leaves, 2}, f64);
+        if (o.device.is_cpu()) advise_huge_pages(tree_nodes.data_ptr(), tree_nodes.nbytes());
+        tree_nodes.select(1, 0).zero_();  // every weight 0
+        tree_nodes.select(1, 1).fill_(std::numeric_limits<double>::infinity());
       }
     } catch (const std::bad_alloc&) {
       too_large("the allocation failed");
@@ -329,8 +330,11 @@ struct ReplayBuffer::Impl {
     touched->insert(touched->end(), ring.changed().begin(), ring.changed().end());
   }
 
-  tree::TreeView tree_view() const {
-    return {tree_sum.data_ptr<double>(), tree_min.data_ptr<double>(), leaves};
+  tree::TreeView tree_view() const { return tree_view_of(tree_nodes); }
+  // The (sum, min) pairs layout of tree::TreeView.
+  tree::TreeView tree_view_of(const at::Tensor& nodes) const {
+    double* p = nodes.data_ptr<double>();
+    return {p, p + 1, leaves, 2};
   }
 
   // Sets the sampling weight of `slots` (q when valid, else 0) in the trees:
@@ -410,12 +414,12 @@ struct ReplayBuffer::Impl {
     std::vector<double> drawn(static_cast<size_t>(batch) + 2);  // q per draw, q_min, total
     if (o.device.is_cpu()) {
       const tree::TreeView t = tree_view();
-      if (t.sum[1] > 0.0) proportional_draw_host(t, o.seed, calls, batch, slots.data());
+      if (tree::sum_at(t, 1) > 0.0) proportional_draw_host(t, o.seed, calls, batch, slots.data());
       for (int64_t b = 0; b < batch; ++b) {
-        drawn[static_cast<size_t>(b)] = t.sum[t.leaves + slots[static_cast<size_t>(b)]];
+        drawn[static_cast<size_t>(b)] = tree::sum_at(t, t.leaves + slots[static_cast<size_t>(b)]);
       }
-      drawn[static_cast<size_t>(batch)] = t.min[1];
-      drawn[static_cast<size_t>(batch) + 1] = t.sum[1];
+      drawn[static_cast<size_t>(batch)] = tree::min_at(t, 1);
+      drawn[static_cast<size_t>(batch) + 1] = tree::sum_at(t, 1);
     } else {
 #ifdef OBSAUG_WITH_CUDA
       const c10::cuda::CUDAGuard guard(o.device);
@@ -448,14 +452,13 @@ struct ReplayBuffer::Impl {
   // The sum and min trees readable on the host: the buffer's own on the CPU,
   // a copy of a CUDA buffer's (O(capacity), for draws made elsewhere).
   struct HostTree {
-    at::Tensor sum, min;
+    at::Tensor nodes;
     tree::TreeView view;
   };
   HostTree host_tree() const {
     HostTree h;
-    h.sum = tree_sum.to(at::kCPU);  // the same tensor on the CPU
-    h.min = tree_min.to(at::kCPU);
-    h.view = {h.sum.data_ptr<double>(), h.min.data_ptr<double>(), leaves};
+    h.nodes = tree_nodes.to(at::kCPU);  // the same tensor on the CPU
+    h.view = tree_view_of(h.nodes);
     return h;
   }
 
@@ -464,12 +467,12 @@ struct ReplayBuffer::Impl {
   // Raises when every weight is 0.
   double slots_at(const std::vector<double>& fractions, std::vector<int64_t>* slots) const {
     const HostTree h = host_tree();
-    const double total = h.view.sum[1];
+    const double total = tree::sum_at(h.view, 1);
     if (!(total > 0.0)) bad("sample", kAllZeroPriorities);
     slots->resize(fractions.size());
     for (size_t i = 0; i < fractions.size(); ++i)
-      (*slots)[i] = tree::descend(h.view.sum, leaves, mul_rn(fractions[i], total));
-    return h.view.min[1];
+      (*slots)[i] = tree::descend(tree::sums(h.view), leaves, mul_rn(fractions[i], total));
+    return tree::min_at(h.view, 1);
   }
 
   // The batch rows of transitions `slots` (valid, checked by the caller).
@@ -484,6 +487,18 @@ struct ReplayBuffer::Impl {
     rows.reward = at::empty({batch}, cpu.dtype(at::kFloat));
     rows.discount = at::empty({batch}, cpu.dtype(at::kFloat));
     rows.weight = at::empty({batch}, cpu.dtype(at::kDouble));
+    // Every row's ring entry (and priority), then its successor's, prefetched
+    // before any row reads them: in a large ring each is a cache miss, and the
+    // rows' misses then overlap instead of following one another.
+    const EpisodeRing::Slot* entries = ring.slots().data();
+    for (int64_t slot : slots) {
+      __builtin_prefetch(entries + slot);
+      if (o.prioritized) __builtin_prefetch(priority.data() + slot);
+    }
+    for (int64_t slot : slots) {
+      const int64_t next = entries[slot].next;
+      if (next >= 0) __builtin_prefetch(entries + ring.slot_of(next));
+    }
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t slot = slots[static_cast<size_t>(b)];
       const int64_t t = ring.logical_of(slot);
@@ -641,6 +656,7 @@ void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor
       bad("update_priorities", "priorities must be finite and >= 0, got " + std::to_string(pp[i]) +
                                    " at position " + std::to_string(i));
     }
+    __builtin_prefetch(d.priority.data() + ip[i], 1);  // the write below then hits
   }
   std::vector<int64_t> touched(ip, ip + k);
   for (int64_t i = 0; i < k; ++i) {
@@ -751,8 +767,9 @@ PrioritySummary ReplayBuffer::priority_summary() const {
     out.smallest = 1.0;
     return out;
   }
-  out.total = d.tree_sum[1].item<double>();  // the roots: O(1)
-  out.smallest = d.tree_min[1].item<double>();
+  const at::Tensor root = d.tree_nodes[1].to(at::kCPU);  // the roots: O(1)
+  out.total = root[0].item<double>();
+  out.smallest = root[1].item<double>();
   return out;
 }
 

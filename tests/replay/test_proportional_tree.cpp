@@ -2,7 +2,9 @@
 // replay/proportional.h): incremental updates equal a rebuild from scratch bit
 // for bit, a draw reads 2 nodes per level and an update touches only the
 // updated leaves' ancestors (and their children), and the walk's edge cases
-// (a target on a boundary, on or past the total, zero weights, padding).
+// (a target on a boundary, on or past the total, zero weights, padding). The
+// level-synchronous host loops equal one walker at a time, in both layouts
+// (two arrays, and the (sum, min) pairs the ReplayBuffer allocates).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -226,6 +228,131 @@ TEST(ProportionalTree, AllZeroWeightsLeaveAZeroTotalAndNoSmallest) {
   t.assign({0, 1, 3}, {0.0, 0.0, 0.0});
   EXPECT_EQ(t.sum[1], 0.0);
   EXPECT_EQ(t.min[1], kInf);
+}
+
+// A tree in the (sum, min) pairs layout (stride 2), every weight 0.
+struct PairTree {
+  explicit PairTree(int64_t capacity)
+      : leaves(tree::leaf_count(capacity)), nodes(static_cast<size_t>(4 * leaves)) {
+    for (size_t i = 0; i < nodes.size(); i += 2) {
+      nodes[i] = 0.0;
+      nodes[i + 1] = kInf;
+    }
+  }
+  tree::TreeView view() { return {nodes.data(), nodes.data() + 1, leaves, 2}; }
+  // The sums and the mins as two arrays (the stride-1 layout's).
+  std::vector<double> sums() const { return every_other(0); }
+  std::vector<double> mins() const { return every_other(1); }
+  std::vector<double> every_other(size_t first) const {
+    std::vector<double> out;
+    for (size_t i = first; i < nodes.size(); i += 2) out.push_back(nodes[i]);
+    return out;
+  }
+  int64_t leaves;
+  std::vector<double> nodes;
+};
+
+// One leaf at a time, then its ancestors one by one up to the root: the
+// straightforward update the batched level-by-level loop must equal.
+void assign_one_at_a_time(tree::TreeView t, const std::vector<int64_t>& slots,
+                          const std::vector<double>& weights) {
+  for (size_t i = 0; i < slots.size(); ++i) {
+    tree::set_leaf(t, slots[i], weights[i]);
+    for (int64_t node = (t.leaves + slots[i]) / 2; node >= 1; node /= 2) {
+      tree::refresh_node(t, node);
+    }
+  }
+}
+
+// A random batch for proportional_assign_host: distinct sorted slots, about a
+// fifth of them weight 0, the rest doubles whose sums round.
+void random_batch(std::mt19937_64& rng, int64_t capacity, std::vector<int64_t>* slots,
+                  std::vector<double>* weights) {
+  std::set<int64_t> chosen;
+  const int64_t k = 1 + static_cast<int64_t>(rng() % 300);
+  for (int64_t i = 0; i < k; ++i) chosen.insert(static_cast<int64_t>(rng() % capacity));
+  slots->assign(chosen.begin(), chosen.end());
+  weights->clear();
+  std::uniform_real_distribution<double> value(0.0, 3.0);
+  for (size_t i = 0; i < slots->size(); ++i) {
+    weights->push_back(rng() % 5 == 0 ? 0.0 : std::pow(value(rng), 0.6));
+  }
+}
+
+constexpr int64_t kCapacities[] = {1, 2, 3, 7, 1000, 4096, 5001};
+
+TEST(ProportionalTree, BatchedUpdatesEqualOneLeafAtATimeInBothLayouts) {
+  for (int64_t capacity : kCapacities) {
+    std::mt19937_64 rng(static_cast<uint64_t>(capacity) + 100);
+    HostTree reference(capacity), arrays(capacity);
+    PairTree pairs(capacity);
+    for (int round = 0; round < 200; ++round) {
+      std::vector<int64_t> slots;
+      std::vector<double> w;
+      random_batch(rng, capacity, &slots, &w);
+      if (round % 50 == 49) w.assign(w.size(), 0.0);  // a batch of zeros only
+      assign_one_at_a_time(reference.view(), slots, w);
+      arrays.assign(slots, w);
+      proportional_assign_host(pairs.view(), slots.data(), w.data(),
+                               static_cast<int64_t>(slots.size()));
+    }
+    EXPECT_TRUE(same_bits(arrays.sum, reference.sum)) << "capacity " << capacity;
+    EXPECT_TRUE(same_bits(arrays.min, reference.min)) << "capacity " << capacity;
+    EXPECT_TRUE(same_bits(pairs.sums(), reference.sum)) << "capacity " << capacity;
+    EXPECT_TRUE(same_bits(pairs.mins(), reference.min)) << "capacity " << capacity;
+  }
+}
+
+TEST(ProportionalTree, LevelSynchronousDrawsEqualOneDescentAtATimeInBothLayouts) {
+  for (int64_t capacity : kCapacities) {
+    std::mt19937_64 rng(static_cast<uint64_t>(capacity) + 200);
+    HostTree arrays(capacity);
+    PairTree pairs(capacity);
+    for (int round = 0; round < 20; ++round) {
+      std::vector<int64_t> slots;
+      std::vector<double> w;
+      random_batch(rng, capacity, &slots, &w);
+      arrays.assign(slots, w);
+      proportional_assign_host(pairs.view(), slots.data(), w.data(),
+                               static_cast<int64_t>(slots.size()));
+      const double total = arrays.sum[1];
+      if (!(total > 0.0)) continue;
+      for (int64_t batch : {1, 5, 256}) {
+        const uint64_t call = static_cast<uint64_t>(round) * 3 + static_cast<uint64_t>(batch);
+        std::vector<int64_t> from_arrays(static_cast<size_t>(batch), -1);
+        std::vector<int64_t> from_pairs(static_cast<size_t>(batch), -1);
+        proportional_draw_host(arrays.view(), 5, call, batch, from_arrays.data());
+        proportional_draw_host(pairs.view(), 5, call, batch, from_pairs.data());
+        for (int64_t b = 0; b < batch; ++b) {
+          const double target =
+              tree::stratified_target(5, call, static_cast<uint32_t>(b), batch, total);
+          const int64_t want = tree::descend(arrays.sum.data(), arrays.leaves, target);
+          ASSERT_EQ(from_arrays[static_cast<size_t>(b)], want)
+              << "capacity " << capacity << " round " << round << " draw " << b;
+          ASSERT_EQ(from_pairs[static_cast<size_t>(b)], want)
+              << "capacity " << capacity << " round " << round << " draw " << b;
+          ASSERT_GT(arrays.sum[static_cast<size_t>(arrays.leaves + want)], 0.0);
+        }
+      }
+    }
+  }
+}
+
+TEST(ProportionalTree, APairsDescentReadsTheSumsAtEvenPositions) {
+  // The pairs layout read through tree::sums is the arrays layout's walk: the
+  // same slot for targets across the whole range, including past the total.
+  HostTree arrays = small_tree();
+  PairTree pairs(5);
+  const std::vector<int64_t> slots{0, 1, 2, 3, 4};
+  const std::vector<double> w{1.0, 2.0, 0.0, 3.0, 0.0};
+  proportional_assign_host(pairs.view(), slots.data(), w.data(), 5);
+  EXPECT_EQ(tree::sum_at(pairs.view(), 1), 6.0);
+  EXPECT_EQ(tree::min_at(pairs.view(), 1), 1.0);
+  for (double target = 0.0; target <= 7.0; target += 0.25) {
+    EXPECT_EQ(tree::descend(tree::sums(pairs.view()), pairs.leaves, target),
+              tree::descend(arrays.sum.data(), arrays.leaves, target))
+        << "target " << target;
+  }
 }
 
 }  // namespace

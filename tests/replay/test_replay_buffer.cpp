@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -154,6 +155,25 @@ TEST(ReplayBuffer, BadPrioritiesChangeNothing) {
   rb.update_priorities(idx, at::tensor({5.0, 0.0, 2.0}));
   twin.update_priorities(idx, at::tensor({5.0, 0.0, 2.0}));
   expect_same_batch(rb.sample(8), twin.sample(8));
+}
+
+TEST(ReplayBuffer, AnIndexRepeatedInOneUpdateKeepsItsLastPriority) {
+  // Every stored slot's priority 0 but one valid slot's, given twice in one
+  // call: the tree's total and smallest weight are the later value's q = p^alpha.
+  for (const bool later_larger : {true, false}) {
+    ReplayBuffer rb(small_options(true));
+    fill(rb, 30);
+    const int64_t slot = rb.sample(1).indices[0].item<int64_t>();  // a valid one
+    const auto longs = at::TensorOptions().dtype(at::kLong);
+    rb.update_priorities(at::arange(rb.size(), longs),
+                         at::zeros({rb.size()}, at::TensorOptions().dtype(at::kDouble)));
+    const double first = later_larger ? 1.0 : 4.0, last = later_larger ? 4.0 : 1.0;
+    rb.update_priorities(at::tensor({slot, slot}, longs), at::tensor({first, last}));
+    const PrioritySummary summary = rb.priority_summary();
+    const double q = std::pow(last, rb.options().alpha);
+    EXPECT_EQ(summary.total, q);
+    EXPECT_EQ(summary.smallest, q);
+  }
 }
 
 TEST(ReplayBuffer, CheckpointRoundTripContinuesExactly) {
