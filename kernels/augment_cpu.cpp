@@ -258,11 +258,11 @@ inline void mirror_elems(uint8_t* __restrict dst, const uint8_t* __restrict src,
   for (; i < n; ++i) dst[i] = src[-i];
 }
 inline void mirror_elems(float* __restrict dst, const float* __restrict src, int32_t n) {
-  int32_t i = 0;
   const auto mirror4 = [&](int32_t i) {
     const __m128 v = _mm_loadu_ps(src - i - 3);
     _mm_storeu_ps(dst + i, _mm_shuffle_ps(v, v, 0x1B));
   };
+  int32_t i = 0;
   for (; i + 4 <= n; i += 4) mirror4(i);
   if (i == n) return;
   if (n >= 4) {
