@@ -55,6 +55,19 @@ void trace_op(OpDesc op, const OpDraw& d, int k, int a, int axis, int32_t n, Axi
   }
 }
 
+using TraceOp = void (*)(OpDesc, const OpDraw&, int, int, int, int32_t, AxisTrace*);
+
+TraceOp trace_op_of(OpKind kind) {
+  static constexpr TraceOp kByKind[] = {
+      trace_op<OpKind::kShift>,   trace_op<OpKind::kCrop>,    trace_op<OpKind::kOverlay>,
+      trace_op<OpKind::kFlip>,    trace_op<OpKind::kRotate>,  trace_op<OpKind::kTranslate>,
+      trace_op<OpKind::kOverlay>, trace_op<OpKind::kOverlay>, trace_op<OpKind::kOverlay>,
+      trace_op<OpKind::kOverlay>};  // value ops (cutout ... random_conv) keep coordinates
+  static_assert(static_cast<int>(OpKind::kRandomConv) == 9,
+                "one entry per OpKind, kRandomConv being the last");
+  return kByKind[static_cast<int>(kind)];
+}
+
 }  // namespace
 
 // Op by op over all coordinates: the axis a live coordinate lies on is the
@@ -70,26 +83,7 @@ void trace_axis_all(const PipelineDesc& p, const OpDraw* draws, int axis, int32_
   for (int k = p.n_ops - 1; k >= 0; --k) {
     const OpDesc& op = p.ops[k];
     const OpDraw& d = draws[k];
-    switch (op.kind) {
-      case OpKind::kShift:
-        trace_op<OpKind::kShift>(op, d, k, a, axis, n, traces);
-        break;
-      case OpKind::kCrop:
-        trace_op<OpKind::kCrop>(op, d, k, a, axis, n, traces);
-        break;
-      case OpKind::kTranslate:
-        trace_op<OpKind::kTranslate>(op, d, k, a, axis, n, traces);
-        break;
-      case OpKind::kFlip:
-        trace_op<OpKind::kFlip>(op, d, k, a, axis, n, traces);
-        break;
-      case OpKind::kRotate:
-        trace_op<OpKind::kRotate>(op, d, k, a, axis, n, traces);
-        break;
-      default:  // every value op keeps coordinates
-        trace_op<OpKind::kOverlay>(op, d, k, a, axis, n, traces);
-        break;
-    }
+    trace_op_of(op.kind)(op, d, k, a, axis, n, traces);
     a = axis_before(op, d, a);
   }
   for (int32_t i = 0; i < n; ++i) {
@@ -238,38 +232,34 @@ inline void fill_edge(T* row, int32_t n, int32_t len, T value, bool at_end) {
   __builtin_memcpy(window, &word, kWord);
 }
 
-// dst[i] = src[-i] for i < n (a mirrored copy), 16 bytes at a time; the
-// last vector ends at n, overlapping the one before (rows of 16 or more).
+// dst[i] = src[-i] for i < n (a mirrored copy): `lanes(i)` mirrors kLanes
+// elements at dst + i, the last call ending at n and overlapping the one
+// before; rows under kLanes go one element at a time.
+template <int32_t kLanes, typename T, typename Lanes>
+inline void mirror_by(T* __restrict dst, const T* __restrict src, int32_t n, Lanes lanes) {
+  if (n < kLanes) {
+    for (int32_t i = 0; i < n; ++i) dst[i] = src[-i];
+    return;
+  }
+  int32_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) lanes(i);
+  if (i < n) lanes(n - kLanes);
+}
+
 inline void mirror_elems(uint8_t* __restrict dst, const uint8_t* __restrict src, int32_t n) {
-  const auto mirror16 = [&](int32_t i) {
+  mirror_by<16>(dst, src, n, [&](int32_t i) {
     __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src - i - 15));
     v = _mm_shuffle_epi32(v, 0x1B);                                // dwords reversed
     v = _mm_shufflehi_epi16(_mm_shufflelo_epi16(v, 0xB1), 0xB1);   // words within dwords
     v = _mm_or_si128(_mm_srli_epi16(v, 8), _mm_slli_epi16(v, 8));  // bytes within words
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), v);
-  };
-  int32_t i = 0;
-  for (; i + 16 <= n; i += 16) mirror16(i);
-  if (i == n) return;
-  if (n >= 16) {
-    mirror16(n - 16);
-    return;
-  }
-  for (; i < n; ++i) dst[i] = src[-i];
+  });
 }
 inline void mirror_elems(float* __restrict dst, const float* __restrict src, int32_t n) {
-  const auto mirror4 = [&](int32_t i) {
+  mirror_by<4>(dst, src, n, [&](int32_t i) {
     const __m128 v = _mm_loadu_ps(src - i - 3);
     _mm_storeu_ps(dst + i, _mm_shuffle_ps(v, v, 0x1B));
-  };
-  int32_t i = 0;
-  for (; i + 4 <= n; i += 4) mirror4(i);
-  if (i == n) return;
-  if (n >= 4) {
-    mirror4(n - 4);
-    return;
-  }
-  for (; i < n; ++i) dst[i] = src[-i];
+  });
 }
 
 // cells[x * h + y] = plane[y * w + x]: an h x w plane transposed into w x h,
