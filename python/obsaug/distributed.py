@@ -10,16 +10,21 @@ docs/distributed.md is the contract)::
     rb.update_priorities(batch["indices"], td.abs() + 1e-6)                   # collective
 
 A sample call is one all_gather of each shard's size (or priority total),
-its sampler counter, the requester's engine seed and step, and one
-all_to_all_single that returns every draw's augmented obs / next_obs and
-its action, reward, discount, index and weight from the rank that owns it.
-Every rank computes every rank's draws from the gathered sizes (they are a
-pure function of the buffer seed, the call and the draw id b_global = rank * B
-+ b), so the owners know their requests without a message of their own.
+its sampler counter, the requester's engine seed and step; every rank
+computes every rank's draws from the gathered sizes (they are a pure function
+of the buffer seed, the call and the draw id b_global = rank * B + b), so the
+owners know their requests without a message of their own. The owners write
+every draw's augmented obs / next_obs and its action, reward, discount, index
+and weight into the requester's receive area, where _Layout places them:
+straight into the requester's shared-memory region when every rank is on one
+host (then one tiny all_gather says the rows are there), else into a send
+buffer that one all_to_all_single delivers. The requester reads its area
+into draw order with one index_select per field.
 """
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -29,11 +34,13 @@ import torch.distributed as dist
 
 from . import _C
 from . import ops as _ops
+from ._shared_regions import SharedRegions, host_identity
 from .replay import ReplayBuffer, _Envs
 
 __all__ = ["ShardedReplayBuffer"]
 
 _DRAW_IDS = 1 << 32  # the Philox counter's b word numbers every draw of a call
+_TRANSPORTS = ("auto", "all_to_all", "shared_memory")
 _STATS = ("valid", "total", "smallest", "call", "batch", "engine_seed", "step", "engine")
 
 
@@ -52,10 +59,7 @@ def _digest(text: str) -> int:
 
 
 def _row_elements(t: torch.Tensor) -> int:
-    n = 1
-    for d in t.shape[1:]:
-        n *= d
-    return n
+    return math.prod(t.shape[1:])
 
 
 def _padded(size: int) -> int:
@@ -63,26 +67,102 @@ def _padded(size: int) -> int:
     return (size + 7) // 8 * 8
 
 
-def _flat_bytes(t: torch.Tensor) -> torch.Tensor:
-    """`t`'s elements as flat uint8 (a view when contiguous)."""
-    return t.contiguous().reshape(-1).view(torch.uint8)
+def _at_least(buffer: Optional[torch.Tensor], nbytes: int,
+              device: torch.device) -> torch.Tensor:
+    """`buffer` when it holds `nbytes` bytes, else a new flat uint8 buffer (kept
+    across calls: its pages are faulted in once, not on every call)."""
+    if buffer is not None and buffer.numel() >= nbytes:
+        return buffer
+    return torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
+
+
+class _Layout:
+    """Where a requester's rows lie in its receive area: the shared-memory
+    region, or the all_to_all's receive buffer (the same bytes on both
+    transports, so one reader serves both). One segment per owner, in rank
+    order, of segment(k) bytes for its k rows: the k augmented obs rows, the
+    k augmented next_obs rows, at the next multiple of 8 the small fields
+    (widest element first, so each lands aligned to its element; each
+    [k, *shape]), then padding to a multiple of `unit` = lcm(row bytes, 8):
+    every segment starts at a whole augmented row, so the area's augmented
+    rows of all owners are rows of one [R, *row shape] view, read into draw
+    order by one index_select. An owner's segment for requester r is written
+    at the same offset on the requester's region and in the owner's send
+    buffer (there, after its segments for ranks < r)."""
+
+    def __init__(self, row_dtype: torch.dtype, row_shape: Tuple[int, ...],
+                 small: List[Tuple[str, torch.dtype, Tuple[int, ...]]]):
+        self.row_dtype, self.row_shape = row_dtype, row_shape
+        self.row_bytes = row_dtype.itemsize * math.prod(row_shape)
+        small = sorted(small, key=lambda f: -f[1].itemsize)  # stable: ties keep their order
+        self.small_fields = [(name, dtype, shape, dtype.itemsize * math.prod(shape))
+                             for name, dtype, shape in small]
+        self.small_bytes = sum(width for *_, width in self.small_fields)
+        self.unit = math.lcm(self.row_bytes, 8)
+
+    def segment(self, k: int) -> int:
+        if k == 0:
+            return 0
+        end = _padded(2 * k * self.row_bytes) + k * self.small_bytes
+        return -(-end // self.unit) * self.unit
+
+    def payload(self, k: int) -> int:
+        """The bytes of k rows without padding."""
+        return k * (2 * self.row_bytes + self.small_bytes)
+
+    def bound(self, batch_size: int, world_size: int) -> int:
+        """The most bytes one requester's area needs for batch_size draws."""
+        return self.payload(batch_size) + world_size * (self.unit + 8)
+
+    def big(self, area: torch.Tensor, at: int, k: int, which: int) -> torch.Tensor:
+        """The obs (which=0) or next_obs (1) rows of the k-row segment at byte `at`."""
+        begin = at + which * k * self.row_bytes
+        return (area[begin:begin + k * self.row_bytes].view(self.row_dtype)
+                .view(k, *self.row_shape))
+
+    def small(self, area: torch.Tensor, at: int, k: int, i: int) -> torch.Tensor:
+        """Small field i of the k-row segment at byte `at`."""
+        begin = at + _padded(2 * k * self.row_bytes) + k * sum(
+            width for *_, width in self.small_fields[:i])
+        _, dtype, shape, width = self.small_fields[i]
+        return area[begin:begin + k * width].view(dtype).view(k, *shape)
+
+    def rows(self, area: torch.Tensor) -> torch.Tensor:
+        """Every whole augmented row of the area: [R, *row shape]."""
+        n = area.numel() // self.row_bytes
+        return area[:n * self.row_bytes].view(self.row_dtype).view(n, *self.row_shape)
 
 
 class ShardedReplayBuffer:
     """A ReplayBuffer per rank whose ``sample`` draws from the union of all
     ranks' shards. Constructor arguments are ``obsaug.ReplayBuffer``'s plus
-    ``group`` (default: the default process group); they must be equal on
-    every rank (checked with one all_gather)."""
+    ``group`` (default: the default process group) and ``transport``; they
+    must be equal on every rank (checked with one all_gather).
+
+    ``transport`` carries the sampled rows from their owners to their
+    requesters: ``"shared_memory"`` (each rank maps every rank's receive
+    region in /dev/shm and owners write the rows straight into it; needs
+    every rank on one host and CPU shards), ``"all_to_all"`` (one
+    all_to_all_single; any group, CUDA shards with NCCL), or ``"auto"`` (the
+    default: shared memory where it can work, else all_to_all). The one in
+    use is ``self.transport``."""
 
     def __init__(self, capacity: int, frame_shape: Sequence[int], frame_stack: int = 3,
                  action_shape: Sequence[int] = (), *, group: Optional[Any] = None,
-                 _local: Optional[ReplayBuffer] = None, **options: Any):
+                 transport: str = "auto", _local: Optional[ReplayBuffer] = None,
+                 **options: Any):
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("ShardedReplayBuffer needs torch.distributed initialised: call "
                              "torch.distributed.init_process_group first (torchrun sets the "
                              "environment)")
+        if not isinstance(transport, str):
+            raise TypeError(f"transport must be a str, one of {', '.join(_TRANSPORTS)}; got "
+                            f"{type(transport).__name__}")
+        if transport not in _TRANSPORTS:
+            raise ValueError(f"transport must be one of {', '.join(_TRANSPORTS)}, got "
+                             f"{transport!r}")
         self.group = group
-        self.bytes_sent = 0  # to other ranks by collectives so far
+        self.bytes_sent = 0  # to other ranks: by collectives, and into their shared regions
         self.rank = dist.get_rank(group)
         self.world_size = dist.get_world_size(group)
         self.local = _local if _local is not None else ReplayBuffer(
@@ -91,18 +171,50 @@ class ShardedReplayBuffer:
                      self.local.action_shape, str(self.local.action_dtype),
                      self.local.device.type, self.local.n_step, self.local.gamma,
                      self.local.prioritized, self.local.alpha, self.local.beta,
-                     self.local.seed))
-        digests = self._all_gather([_digest(mine), self.local.sample_calls])
-        if len(set(digests[:, 0].tolist())) != 1:
+                     self.local.seed, transport))
+        token = int.from_bytes(os.urandom(8), "little", signed=True)
+        gathered = self._all_gather([_digest(mine), self.local.sample_calls,
+                                     _digest(host_identity()), token])
+        if len(set(gathered[:, 0].tolist())) != 1:
             raise ValueError("ShardedReplayBuffer options differ across ranks: capacity, "
                              "frame_shape, frame_stack, action_shape, action_dtype, device type, "
-                             "n_step, gamma, prioritized, alpha, beta and seed must be equal on "
-                             f"every rank (this rank {self.rank} has {mine})")
-        if len(set(digests[:, 1].tolist())) != 1:
+                             "n_step, gamma, prioritized, alpha, beta, seed and transport must "
+                             f"be equal on every rank (this rank {self.rank} has {mine})")
+        if len(set(gathered[:, 1].tolist())) != 1:
             raise ValueError("the shards' sample counters differ across ranks "
-                             f"({digests[:, 1].tolist()}): load every rank's shard from the "
+                             f"({gathered[:, 1].tolist()}): load every rank's shard from the "
                              "same checkpoint")
+        hosts = len(set(gathered[:, 2].tolist()))
+        on_cpu = self.local.device.type == "cpu"
+        if transport == "shared_memory" and (hosts > 1 or not on_cpu):
+            raise ValueError("transport='shared_memory' needs every rank on one host and the "
+                             f"shards on the CPU, got {hosts} hosts and shards on "
+                             f"{self.local.device}; use transport='all_to_all' or 'auto'")
+        self.transport_option = transport
+        self.transport = ("shared_memory" if transport != "all_to_all" and hosts == 1 and on_cpu
+                          else "all_to_all")
+        self._regions = SharedRegions(group, self.rank, self.world_size,
+                                      int(gathered[0, 3]))  # rank 0's token names the files
+        self._send: Optional[torch.Tensor] = None
+        self._recv: Optional[torch.Tensor] = None
+        self._send_sizes: List[int] = []
+        self._row_of: Tuple[Any, Any] = (None, None)
         self._engine_digest: Tuple[Any, int] = (None, 0)
+        self._closed = False
+
+    def close(self) -> None:
+        """Releases the transport's memory (shared regions, send and receive
+        buffers; their /dev/shm files were unlinked when every rank had mapped
+        them). The buffer cannot sample afterwards; its shard stays readable."""
+        self._closed = True
+        self._regions.close()
+        self._send = self._recv = None
+
+    def __enter__(self) -> "ShardedReplayBuffer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     # --- collectives -------------------------------------------------------------
 
@@ -157,6 +269,8 @@ class ShardedReplayBuffer:
         engine config; returns ``batch_size`` transitions per rank drawn from the
         union of the shards (uniformly, or by priority), as ``ReplayBuffer.sample``
         returns them. ``indices`` are global: ``owner_rank * capacity + slot``."""
+        if self._closed:
+            raise ValueError("this ShardedReplayBuffer is closed; sample from a new one")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int):
             raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
         if batch_size < 1:
@@ -192,12 +306,18 @@ class ShardedReplayBuffer:
                                   prioritized)
             owners.append(torch.tensor(o, dtype=torch.int64))
             targets.append(torch.tensor(t, dtype=torch.float64))
-        send, send_bytes, layout = self._serve(native, column, owners, targets, batch_size,
-                                               call, mass, share_augmentation)
+        # counts[r][o]: draws of requester r that rank o owns
+        counts = torch.stack([torch.bincount(o, minlength=self.world_size) for o in owners])
+        layout = self._serve(native, column, owners, targets, batch_size, call, mass,
+                             share_augmentation, counts)
+        if self.transport == "shared_memory":
+            # Every owner has written its rows into the requesters' regions once every
+            # rank is past this all_gather; a region is read only after it, and written
+            # again only after the next call's stats all_gather, which no rank enters
+            # before it has copied its batch out of its region (_receive returns copies).
+            self._all_gather([0])
         mine = [torch.nonzero(owners[self.rank] == o).flatten() for o in range(self.world_size)]
-        row_bytes = sum(width for _, _, _, width in layout)
-        received = self._all_to_all(send, send_bytes, [_padded(len(p) * row_bytes) for p in mine])
-        out = self._unpack(received, layout, mine, batch_size)
+        out = self._receive(layout, counts, mine, batch_size)
         if prioritized:
             q_min = min(s for s, t in zip(_from_bits(column["smallest"]).tolist(), mass) if t > 0)
             out["weights"] = (out.pop("weight") / q_min).pow(-b_exp).to(torch.float32)
@@ -224,14 +344,11 @@ class ShardedReplayBuffer:
 
     def _serve(self, native: Optional[Any], column: Dict[str, torch.Tensor],
                owners: List[torch.Tensor], targets: List[torch.Tensor], batch_size: int,
-               call: int, mass: List[float],
-               share: bool) -> Tuple[torch.Tensor, List[int], List[Tuple[str, torch.dtype,
-                                                                         tuple, int]]]:
-        """This rank's part as owner: the rows of every draw it owns, gathered
-        and augmented with each requester's seed and step. Returns the bytes to
-        send (requester r's segment holds, field after field, its rows in b
-        order), each segment's size, and the fields' (name, dtype, row shape,
-        bytes per row)."""
+               call: int, mass: List[float], share: bool, counts: torch.Tensor) -> "_Layout":
+        """This rank's part as owner: the rows of every draw it owns, gathered and
+        augmented with each requester's seed and step, written straight into
+        each requester's receive area (shared memory) or this rank's send
+        buffer (all_to_all), where _Layout places them. Returns the layout."""
         local = self.local._native
         mine = [torch.nonzero(owners[r] == self.rank).flatten() for r in range(self.world_size)]
         ids = torch.cat([r * batch_size + b for r, b in enumerate(mine)])
@@ -244,68 +361,119 @@ class ShardedReplayBuffer:
         rows = local.rows_at(slots)
         device = self.local.device
         storage = self.local.storage
+        rows["indices"] = torch.tensor(slots, dtype=torch.int64) + self.rank * self.local.capacity
+        small = {name: rows[name].to(device)
+                 for name in ("action", "reward", "discount", "indices", "weight")}
+        dtype, shape = self._augmented_row(native, storage)
+        layout = _Layout(dtype, shape, [(name, t.dtype, tuple(t.shape[1:]))
+                                        for name, t in small.items()])
+        shared = self.transport == "shared_memory"
+        if shared and not self._regions.grow(layout.bound(batch_size, self.world_size)):
+            self._fall_back()
+            shared = False
+        # requester r's area: owner o's segment at starts[r][o] (the same bytes on both
+        # transports); the send buffer holds this rank's segment for r at send_at[r]
+        sizes = [[layout.segment(int(k)) for k in counts[r]] for r in range(self.world_size)]
+        if shared:
+            areas = [self._regions.region(r) for r in range(self.world_size)]
+            at = [sum(sizes[r][:self.rank]) for r in range(self.world_size)]
+        else:
+            send = [sizes[r][self.rank] for r in range(self.world_size)]
+            self._send = _at_least(self._send, sum(send), device)
+            areas = [self._send] * self.world_size
+            at = [sum(send[:r]) for r in range(self.world_size)]
         obs_index, next_index = rows["obs_index"].to(device), rows["next_index"].to(device)
-        obs_parts, next_parts = [], []
         start = 0
         for r, b in enumerate(mine):
             k = len(b)
             part = slice(start, start + k)
             start += k
+            if k == 0:
+                continue
+            area, base = areas[r], at[r]
+            obs_out, next_out = layout.big(area, base, k, 0), layout.big(area, base, k, 1)
             if native is not None:
                 seed_r = int(column["engine_seed"][r]) & ((1 << 64) - 1)
                 step_r = int(column["step"][r]) & ((1 << 64) - 1)
                 ids_r = ids[part].to(device)
-                obs_parts.append(native.gather_augment_for(storage, obs_index[part], seed_r,
-                                                           step_r, ids_r))
-                next_parts.append(native.gather_augment_for(
-                    storage, next_index[part], seed_r, step_r if share else step_r + 1, ids_r))
+                native.gather_augment_for(storage, obs_index[part], seed_r, step_r, ids_r,
+                                          out=obs_out)
+                native.gather_augment_for(storage, next_index[part], seed_r,
+                                          step_r if share else step_r + 1, ids_r, out=next_out)
             else:
-                obs_parts.append(_ops.gather_augment(storage, obs_index[part], ops=[], seed=0,
-                                                     step=0))
-                next_parts.append(_ops.gather_augment(storage, next_index[part], ops=[], seed=0,
-                                                      step=0))
-        index = torch.tensor(slots, dtype=torch.int64) + self.rank * self.local.capacity
-        fields = [("obs", obs_parts), ("next_obs", next_parts)]
-        for name, t in (("action", rows["action"]), ("reward", rows["reward"]),
-                        ("discount", rows["discount"]), ("indices", index),
-                        ("weight", rows["weight"])):
-            fields.append((name, list(torch.split(t.to(device), [len(b) for b in mine]))))
-        # widest elements first and segments padded to 8 bytes: every field lands aligned
-        fields.sort(key=lambda field: -field[1][0].element_size())
-        layout = [(name, parts[0].dtype, tuple(parts[0].shape[1:]),
-                   _row_elements(parts[0]) * parts[0].element_size()) for name, parts in fields]
-        segments, send_bytes = [], []
-        for r in range(self.world_size):
-            size = sum(parts[r].numel() * parts[r].element_size() for _, parts in fields)
-            segments += [_flat_bytes(parts[r]) for _, parts in fields]
-            segments.append(torch.zeros(_padded(size) - size, dtype=torch.uint8, device=device))
-            send_bytes.append(_padded(size))
-        return torch.cat(segments), send_bytes, layout
+                _ops.gather_augment(storage, obs_index[part], ops=[], seed=0, step=0,
+                                    out=obs_out)
+                _ops.gather_augment(storage, next_index[part], ops=[], seed=0, step=0,
+                                    out=next_out)
+            for i, (name, *_) in enumerate(layout.small_fields):
+                layout.small(area, base, k, i).copy_(small[name][part])
+            if r != self.rank:
+                self.bytes_sent += layout.payload(k) if shared else 0
+        if not shared:
+            self._send_sizes = send
+        return layout
 
-    @staticmethod
-    def _unpack(received: torch.Tensor, layout: List[Tuple[str, torch.dtype, tuple, int]],
-                positions: List[torch.Tensor], batch_size: int) -> Dict[str, torch.Tensor]:
-        """The owners' segments (in rank order, see _serve) back into tensors: owner
-        o's rows go to the draws positions[o]."""
-        out = {name: received.new_empty((batch_size, *shape), dtype=dtype)
-               for name, dtype, shape, _ in layout}
-        offset = 0
-        for pos in positions:
+    def _augmented_row(self, native: Optional[Any],
+                       storage: torch.Tensor) -> Tuple[torch.dtype, Tuple[int, ...]]:
+        """The dtype and shape of one augmented stack (the engine's output for this
+        storage: a call on 0 rows, cached per engine)."""
+        key = (native, tuple(storage.shape), storage.dtype)
+        if self._row_of[0] != key:
+            empty = torch.empty((0, self.local.frame_stack), dtype=torch.int64,
+                                device=storage.device)
+            if native is not None:
+                probe = native.gather_augment_for(storage, empty, 0, 0,
+                                                  torch.empty(0, dtype=torch.int64,
+                                                              device=storage.device))
+            else:
+                probe = _ops.gather_augment(storage, empty, ops=[], seed=0, step=0)
+            self._row_of = (key, (probe.dtype, tuple(probe.shape[1:])))
+        return self._row_of[1]
+
+    def _fall_back(self) -> None:
+        """transport="auto" after /dev/shm refused the regions (every rank agreed)."""
+        if self.transport_option == "shared_memory":
+            raise RuntimeError(f"transport='shared_memory' could not set up its regions: "
+                               f"{self._regions.failure}; free space in /dev/shm or use "
+                               "transport='all_to_all'")
+        self.transport = "all_to_all"
+        self.transport_note = f"all_to_all (shared memory failed: {self._regions.failure})"
+        self._regions.close()
+
+    def _receive(self, layout: "_Layout", counts: torch.Tensor,
+                 positions: List[torch.Tensor], batch_size: int) -> Dict[str, torch.Tensor]:
+        """This rank's batch from its receive area, in draw order: owner o's rows
+        go to the draws positions[o]. Every tensor returned is a fresh copy (one
+        index_select per field), never a view of the area."""
+        sizes = [layout.segment(int(k)) for k in counts[self.rank]]
+        if self.transport == "shared_memory":
+            area = self._regions.region(self.rank)
+        else:
+            self._recv = _at_least(self._recv, sum(sizes), self.local.device)
+            area = self._recv
+            self.bytes_sent += sum(n for r, n in enumerate(self._send_sizes) if r != self.rank)
+            dist.all_to_all_single(area[:sum(sizes)], self._send[:sum(self._send_sizes)],
+                                   sizes, self._send_sizes, group=self.group)
+        device = self.local.device
+        obs_rows = torch.empty(batch_size, dtype=torch.int64)
+        next_rows = torch.empty(batch_size, dtype=torch.int64)
+        small: List[List[torch.Tensor]] = [[] for _ in layout.small_fields]
+        base = 0
+        for pos, size in zip(positions, sizes):
             k = len(pos)
-            end = offset + _padded(k * sum(width for _, _, _, width in layout))
-            for name, dtype, shape, width in layout:
-                part = received[offset:offset + k * width]
-                offset += k * width
-                if k == 0:
-                    continue
-                rows = part.view(dtype).reshape(k, *shape)
-                if received.is_cuda or width < 4096:
-                    out[name].index_copy_(0, pos.to(received.device), rows)
-                else:  # a memcpy per frame stack: CPU index_copy_ goes element by element
-                    target = out[name]
-                    for j, b in enumerate(pos.tolist()):
-                        target[b].copy_(rows[j])
-            offset = end
+            if k:
+                first = base // layout.row_bytes
+                obs_rows[pos] = torch.arange(first, first + k)
+                next_rows[pos] = torch.arange(first + k, first + 2 * k)
+                for i, parts in enumerate(small):
+                    parts.append(layout.small(area, base, k, i))
+            base += size
+        order = torch.argsort(torch.cat(positions)).to(device)
+        rows = layout.rows(area)
+        out = {"obs": rows.index_select(0, obs_rows.to(device)),
+               "next_obs": rows.index_select(0, next_rows.to(device))}
+        for (name, _, _, _), parts in zip(layout.small_fields, small):
+            out[name] = torch.cat(parts).index_select(0, order)
         return out
 
     # --- priorities ----------------------------------------------------------------
@@ -368,7 +536,8 @@ class ShardedReplayBuffer:
 
     @classmethod
     def load(cls, path: Union[str, "os.PathLike[str]"], *, group: Optional[Any] = None,
-             device: Optional[Union[str, torch.device]] = None) -> "ShardedReplayBuffer":
+             device: Optional[Union[str, torch.device]] = None,
+             transport: str = "auto") -> "ShardedReplayBuffer":
         """This rank's shard from ``save(path)``; a collective (the options are
         checked equal). A checkpoint of another world size is a ValueError."""
         rank, world = dist.get_rank(group), dist.get_world_size(group)
@@ -384,7 +553,7 @@ class ShardedReplayBuffer:
             raise ValueError(f"{os.fspath(path)} holds no sharded replay checkpoint "
                              f"(no {os.path.basename(folder)} folder)")
         local = ReplayBuffer.load(folder, device=device)
-        return cls(0, (), group=group, _local=local)
+        return cls(0, (), group=group, transport=transport, _local=local)
 
     # --- sizes ---------------------------------------------------------------------
 

@@ -1,8 +1,10 @@
 """One rank of the ShardedReplayBuffer checks (launched by test_sharded_replay.py
-through torchrun, gloo on CPU). ``checks`` runs every check in turn and prints
-``CHECK <name> OK`` after each one that passed (an assertion stops the rank
-with a traceback); ``exits`` / ``stalls`` make rank 1 leave or stop calling and
-print, on rank 0, how long sample() took to raise and what.
+through torchrun, gloo on CPU): ``sharded_worker.py MODE TRANSPORT [TIMEOUT]``,
+every buffer built with ``transport=TRANSPORT``. ``checks`` runs every check in
+turn and prints ``CHECK <name> OK`` after each one that passed (an assertion
+stops the rank with a traceback); ``exits`` / ``stalls`` make rank 1 leave or
+stop calling and print, on rank 0, how long sample() took to raise and what;
+``hosts`` checks the transport choice when the ranks report different hosts.
 
 Shards: rank r's transitions are one episode of env r; frame t of rank r holds
 t % 256, r and t // 256 in pixels [0, 0, 0..2] and noise elsewhere, so any
@@ -11,6 +13,7 @@ every shard's frames, env r's episode after env r-1's, frame t of rank r at
 slot offset[r] + t).
 """
 import datetime
+import glob
 import math
 import os
 import sys
@@ -21,12 +24,14 @@ import torch
 import torch.distributed as dist
 
 import obsaug
+import obsaug.distributed
 from obsaug import ops
 from obsaug.distributed import ShardedReplayBuffer
 
 FRAME = (3, 8, 8)
 CAPACITY = 256
 PIPELINE = [{"op": "shift", "pad": 2}, {"op": "crop", "size": 6}]
+TRANSPORT = "auto"  # main() sets it from the command line
 
 
 def engine_config():
@@ -59,7 +64,7 @@ def fill(buffer, rank, n):
 def sharded(sizes, prioritized=False, **kw):
     rank = dist.get_rank()
     rb = ShardedReplayBuffer(CAPACITY, FRAME, 3, (), prioritized=prioritized, alpha=0.7,
-                             beta=0.5, seed=3, **kw)
+                             beta=0.5, seed=3, transport=TRANSPORT, **kw)
     fill(rb, rank, sizes[rank])
     return rb
 
@@ -208,9 +213,11 @@ def check_matches_oracle(world, prioritized):
                 one.update_priorities([offsets[r] + t], [1.0 + (r * 37 + t) % 11])
     engine = obsaug.Engine(engine_config(), rank=rank, world_size=world)
     B = 10
+    kept = []  # (batch, its clone): later calls must not change a returned batch
     for share in (False, True):
         step = engine.step
         batch = rb.sample(B, augment=engine, share_augmentation=share)
+        kept.append((batch, {key: t.clone() for key, t in batch.items()}))
         rows = oracle_rows(one, offsets, batch["indices"])
         for key in ("action", "reward", "discount"):
             assert torch.equal(batch[key], rows[key]), (key, batch[key], rows[key])
@@ -228,6 +235,9 @@ def check_matches_oracle(world, prioritized):
                                      for i in batch["indices"]])["weight"]
             q_all = one._native.priority_summary()[1]
             assert torch.allclose(batch["weights"], (q / q_all).pow(-0.5).float(), rtol=1e-6)
+    for batch, clone in kept:
+        for key in batch:
+            assert torch.equal(batch[key], clone[key]), f"a later call changed {key}"
     # the owners and slots are the oracle's for the same draws: reproduce them here
     # from the Philox draws (docs/distributed.md) for the next call
     call = rb.local.sample_calls
@@ -293,7 +303,7 @@ def check_checkpoint(world):
     rb.save(root)
     dist.barrier()
     want = [rb.sample(7) for _ in range(2)]
-    back = ShardedReplayBuffer.load(root)
+    back = ShardedReplayBuffer.load(root, transport=TRANSPORT)
     got = [back.sample(7) for _ in range(2)]
     for w, g in zip(want, got):
         for key in w:
@@ -308,6 +318,44 @@ def check_checkpoint(world):
     ok("checkpoint")
 
 
+def shm_files(rb):
+    """This buffer's files in /dev/shm (named by the token every rank agreed on)."""
+    return glob.glob(f"/dev/shm/obsaug-{rb._regions.token:016x}-*")
+
+
+def check_transport_and_bytes(world):
+    """The transport in use, bytes_sent on it, and no /dev/shm file left: the
+    regions' files are unlinked once mapped, and close() drops the mappings."""
+    rank = dist.get_rank()
+    sizes = [40 + 7 * r for r in range(world)]
+    rb = sharded(sizes)
+    want = "all_to_all" if TRANSPORT == "all_to_all" else "shared_memory"
+    assert rb.transport == want, (rb.transport, want)
+    engine = obsaug.Engine(engine_config(), rank=rank, world_size=world)
+    control = 8 * (world - 1) * 8 + (8 * (world - 1) if want == "shared_memory" else 0)
+    for B in (16, 64, 24):  # 64 grows the regions (a new generation of files)
+        before = rb.bytes_sent
+        batch = rb.sample(B, augment=engine)
+        sent = rb.bytes_sent - before - control
+        # rows this rank owned for the other ranks, and the bytes of one row
+        every = gather_all(batch["indices"])
+        requester = torch.arange(world).repeat_interleave(B)
+        served = int(((every // CAPACITY == rank) & (requester != rank)).sum())
+        row = (2 * batch["obs"][0].nbytes + batch["action"][0].nbytes + batch["reward"][0].nbytes
+               + batch["discount"][0].nbytes + batch["indices"][0].nbytes + 8)  # + weight f64
+        if want == "shared_memory":  # exactly the rows written into other ranks' regions
+            assert sent == served * row, (B, sent, served, row)
+        else:  # the all_to_all's segments: the rows plus padding to whole rows per segment
+            pad = world * (math.lcm(batch["obs"][0].nbytes, 8) + 8)
+            assert served * row <= sent < served * row + pad, (B, sent, served, row)
+        assert shm_files(rb) == [], shm_files(rb)
+    rb.close()
+    expect_value_error(lambda: rb.sample(4), ["closed"], "a closed buffer sampled")
+    assert shm_files(rb) == []
+    engine.close()
+    ok("transport_and_bytes")
+
+
 def run_checks(world):
     check_uniform_union(world)
     check_update_priorities_routing(world)
@@ -317,6 +365,7 @@ def run_checks(world):
     check_empty_shard_and_large_batch(world)
     check_disagreeing_ranks_raise(world)
     check_checkpoint(world)
+    check_transport_and_bytes(world)
 
 
 def run_fault(kind, timeout):
@@ -340,9 +389,39 @@ def run_fault(kind, timeout):
     os._exit(1)
 
 
+def run_hosts():
+    """Every rank reports its own host: "shared_memory" is refused, "auto" picks
+    all_to_all, and sampling works."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    try:  # argument errors: raised before any collective
+        ShardedReplayBuffer(CAPACITY, FRAME, 3, (), transport="nvlink")
+    except ValueError as e:
+        assert "one of auto, all_to_all, shared_memory, got 'nvlink'" in str(e), str(e)
+    else:
+        raise AssertionError("transport='nvlink' was accepted")
+    try:
+        ShardedReplayBuffer(CAPACITY, FRAME, 3, (), transport=1)
+    except TypeError as e:
+        assert "transport must be a str" in str(e), str(e)
+    else:
+        raise AssertionError("transport=1 was accepted")
+    obsaug.distributed.host_identity = lambda: f"host-{rank}"
+    expect_value_error(lambda: ShardedReplayBuffer(CAPACITY, FRAME, 3, (), seed=3,
+                                                   transport="shared_memory"),
+                       ["transport='shared_memory' needs every rank on one host",
+                        f"got {world} hosts"], "shared memory across hosts was accepted")
+    rb = ShardedReplayBuffer(CAPACITY, FRAME, 3, (), seed=3, transport="auto")
+    assert rb.transport == "all_to_all", rb.transport
+    fill(rb, rank, 12)
+    assert rb.sample(8)["obs"].shape == (8, 9, 8, 8)
+    if rank == 0:
+        print("HOSTS OK", flush=True)
+
+
 def main():
-    mode = sys.argv[1]
-    timeout = float(sys.argv[2]) if len(sys.argv) > 2 else 60.0
+    global TRANSPORT
+    mode, TRANSPORT = sys.argv[1], sys.argv[2]
+    timeout = float(sys.argv[3]) if len(sys.argv) > 3 else 60.0
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout))
     if mode == "checks":
         with tempfile.TemporaryDirectory() as tmp:
@@ -351,6 +430,8 @@ def main():
             os.environ["SHARDED_TMP"] = tmp_list[0]
             run_checks(dist.get_world_size())
             dist.barrier()
+    elif mode == "hosts":
+        run_hosts()
     else:
         run_fault(mode, timeout)
     dist.destroy_process_group()
