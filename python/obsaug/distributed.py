@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import platform
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -40,6 +41,7 @@ from .replay import ReplayBuffer, _Envs
 __all__ = ["ShardedReplayBuffer"]
 
 _DRAW_IDS = 1 << 32  # the Philox counter's b word numbers every draw of a call
+_TSO = ("x86_64", "AMD64")  # the shared-memory transport's ordering (_shared_regions)
 _TRANSPORTS = ("auto", "all_to_all", "shared_memory")
 _STATS = ("valid", "total", "smallest", "call", "batch", "engine_seed", "step", "engine")
 
@@ -186,15 +188,20 @@ class ShardedReplayBuffer:
                              "same checkpoint")
         hosts = len(set(gathered[:, 2].tolist()))
         on_cpu = self.local.device.type == "cpu"
-        if transport == "shared_memory" and (hosts > 1 or not on_cpu):
-            raise ValueError("transport='shared_memory' needs every rank on one host and the "
-                             f"shards on the CPU, got {hosts} hosts and shards on "
-                             f"{self.local.device}; use transport='all_to_all' or 'auto'")
+        machine = platform.machine()
+        if transport == "shared_memory" and (hosts > 1 or not on_cpu or machine not in _TSO):
+            raise ValueError("transport='shared_memory' needs every rank on one host, the "
+                             "shards on the CPU and an x86-64 machine, got "
+                             f"{hosts} hosts, shards on {self.local.device} and {machine}; "
+                             "use transport='all_to_all' or 'auto'")
         self.transport_option = transport
         self.transport = ("shared_memory" if transport != "all_to_all" and hosts == 1 and on_cpu
-                          else "all_to_all")
+                          and machine in _TSO else "all_to_all")
         self._regions = SharedRegions(group, self.rank, self.world_size,
                                       int(gathered[0, 3]))  # rank 0's token names the files
+        self._call = 0  # sample calls on this object: the regions' control words count them
+        if self.transport == "shared_memory" and not self._regions.grow(0):
+            self._fall_back()
         self._send: Optional[torch.Tensor] = None
         self._recv: Optional[torch.Tensor] = None
         self._send_sizes: List[int] = []
@@ -289,11 +296,15 @@ class ShardedReplayBuffer:
         step = native.reserve_steps(1 if share_augmentation else 2) if native else 0
         total, smallest = local.priority_summary()
         engine_seed = native.seed if native else 0
-        stats = self._all_gather([
-            local.num_valid, _as_bits(total), _as_bits(smallest), local.sample_calls,
-            batch_size, engine_seed - (1 << 64) if engine_seed >= 1 << 63 else engine_seed,
-            step - (1 << 64) if step >= 1 << 63 else step,
-            (engine_digest >> 2) * 2 + int(share_augmentation)])
+        values = [local.num_valid, _as_bits(total), _as_bits(smallest), local.sample_calls,
+                  batch_size, engine_seed - (1 << 64) if engine_seed >= 1 << 63 else engine_seed,
+                  step - (1 << 64) if step >= 1 << 63 else step,
+                  (engine_digest >> 2) * 2 + int(share_augmentation)]
+        self._call += 1
+        if self.transport == "shared_memory":
+            stats = self._regions.exchange(self._call, values)
+        else:
+            stats = self._all_gather(values)
         column = {name: stats[:, i] for i, name in enumerate(_STATS)}
         self._check_agreement(column)
         call = int(column["call"][0]) & ((1 << 64) - 1)
@@ -311,11 +322,13 @@ class ShardedReplayBuffer:
         layout = self._serve(native, column, owners, targets, batch_size, call, mass,
                              share_augmentation, counts)
         if self.transport == "shared_memory":
-            # Every owner has written its rows into the requesters' regions once every
-            # rank is past this all_gather; a region is read only after it, and written
-            # again only after the next call's stats all_gather, which no rank enters
-            # before it has copied its batch out of its region (_receive returns copies).
-            self._all_gather([0])
+            # A requester reads its area once every owner of its draws has marked this
+            # call done (after writing its rows there); an owner writes that area again
+            # only after the next call's values exchange, which the requester enters
+            # only once it has copied its batch out (_receive returns copies).
+            self._regions.mark_done(self._call)
+            self._regions.wait_done(self._call, [o for o in range(self.world_size)
+                                                 if int(counts[self.rank][o])])
         mine = [torch.nonzero(owners[self.rank] == o).flatten() for o in range(self.world_size)]
         out = self._receive(layout, counts, mine, batch_size)
         if prioritized:
@@ -375,7 +388,7 @@ class ShardedReplayBuffer:
         # transports); the send buffer holds this rank's segment for r at send_at[r]
         sizes = [[layout.segment(int(k)) for k in counts[r]] for r in range(self.world_size)]
         if shared:
-            areas = [self._regions.region(r) for r in range(self.world_size)]
+            areas = [self._regions.area(r) for r in range(self.world_size)]
             at = [sum(sizes[r][:self.rank]) for r in range(self.world_size)]
         else:
             send = [sizes[r][self.rank] for r in range(self.world_size)]
@@ -431,7 +444,8 @@ class ShardedReplayBuffer:
         return self._row_of[1]
 
     def _fall_back(self) -> None:
-        """transport="auto" after /dev/shm refused the regions (every rank agreed)."""
+        """transport="auto" after /dev/shm refused the regions (every rank agreed);
+        "shared_memory" raises."""
         if self.transport_option == "shared_memory":
             raise RuntimeError(f"transport='shared_memory' could not set up its regions: "
                                f"{self._regions.failure}; free space in /dev/shm or use "
@@ -447,7 +461,7 @@ class ShardedReplayBuffer:
         index_select per field), never a view of the area."""
         sizes = [layout.segment(int(k)) for k in counts[self.rank]]
         if self.transport == "shared_memory":
-            area = self._regions.region(self.rank)
+            area = self._regions.area(self.rank)
         else:
             self._recv = _at_least(self._recv, sum(sizes), self.local.device)
             area = self._recv
@@ -469,9 +483,10 @@ class ShardedReplayBuffer:
                     parts.append(layout.small(area, base, k, i))
             base += size
         order = torch.argsort(torch.cat(positions)).to(device)
-        rows = layout.rows(area)
-        out = {"obs": rows.index_select(0, obs_rows.to(device)),
-               "next_obs": rows.index_select(0, next_rows.to(device))}
+        rows = layout.rows(area)  # a frame storage [R, S*C, H, W]: gather = copy rows
+        out = {name: _ops.gather_augment(rows, index[:, None].to(device), ops=[], seed=0,
+                                         step=0)
+               for name, index in (("obs", obs_rows), ("next_obs", next_rows))}
         for (name, _, _, _), parts in zip(layout.small_fields, small):
             out[name] = torch.cat(parts).index_select(0, order)
         return out
