@@ -384,8 +384,9 @@ class ShardedReplayBuffer:
         if shared and not self._regions.grow(layout.bound(batch_size, self.world_size)):
             self._fall_back()
             shared = False
-        # requester r's area: owner o's segment at starts[r][o] (the same bytes on both
-        # transports); the send buffer holds this rank's segment for r at send_at[r]
+        # requester r's area holds owner o's segment at sum(sizes[r][:o]); this rank
+        # writes its segment for r at at[r] of areas[r]: r's region, or the send buffer
+        # (segments in rank order, which the all_to_all puts at the same place)
         sizes = [[layout.segment(int(k)) for k in counts[r]] for r in range(self.world_size)]
         if shared:
             areas = [self._regions.area(r) for r in range(self.world_size)]
