@@ -100,6 +100,8 @@ class _Layout:
         self.small_fields = [(name, dtype, shape, dtype.itemsize * math.prod(shape))
                              for name, dtype, shape in small]
         self.small_bytes = sum(width for *_, width in self.small_fields)
+        self._small_before = [sum(width for *_, width in self.small_fields[:i])
+                              for i in range(len(self.small_fields))]
         self.unit = math.lcm(self.row_bytes, 8)
 
     def segment(self, k: int) -> int:
@@ -124,8 +126,7 @@ class _Layout:
 
     def small(self, area: torch.Tensor, at: int, k: int, i: int) -> torch.Tensor:
         """Small field i of the k-row segment at byte `at`."""
-        begin = at + _padded(2 * k * self.row_bytes) + k * sum(
-            width for *_, width in self.small_fields[:i])
+        begin = at + _padded(2 * k * self.row_bytes) + k * self._small_before[i]
         _, dtype, shape, width = self.small_fields[i]
         return area[begin:begin + k * width].view(dtype).view(k, *shape)
 
@@ -318,7 +319,7 @@ class ShardedReplayBuffer:
             owners.append(torch.tensor(o, dtype=torch.int64))
             targets.append(torch.tensor(t, dtype=torch.float64))
         # counts[r][o]: draws of requester r that rank o owns
-        counts = torch.stack([torch.bincount(o, minlength=self.world_size) for o in owners])
+        counts = [torch.bincount(o, minlength=self.world_size).tolist() for o in owners]
         layout = self._serve(native, column, owners, targets, batch_size, call, mass,
                              share_augmentation, counts)
         if self.transport == "shared_memory":
@@ -328,7 +329,7 @@ class ShardedReplayBuffer:
             # only once it has copied its batch out (_receive returns copies).
             self._regions.mark_done(self._call)
             self._regions.wait_done(self._call, [o for o in range(self.world_size)
-                                                 if int(counts[self.rank][o])])
+                                                 if counts[self.rank][o]])
         mine = [torch.nonzero(owners[self.rank] == o).flatten() for o in range(self.world_size)]
         out = self._receive(layout, counts, mine, batch_size)
         if prioritized:
@@ -357,7 +358,8 @@ class ShardedReplayBuffer:
 
     def _serve(self, native: Optional[Any], column: Dict[str, torch.Tensor],
                owners: List[torch.Tensor], targets: List[torch.Tensor], batch_size: int,
-               call: int, mass: List[float], share: bool, counts: torch.Tensor) -> "_Layout":
+               call: int, mass: List[float], share: bool,
+               counts: List[List[int]]) -> "_Layout":
         """This rank's part as owner: the rows of every draw it owns, gathered and
         augmented with each requester's seed and step, written straight into
         each requester's receive area (shared memory) or this rank's send
@@ -387,7 +389,7 @@ class ShardedReplayBuffer:
         # requester r's area holds owner o's segment at sum(sizes[r][:o]); this rank
         # writes its segment for r at at[r] of areas[r]: r's region, or the send buffer
         # (segments in rank order, which the all_to_all puts at the same place)
-        sizes = [[layout.segment(int(k)) for k in counts[r]] for r in range(self.world_size)]
+        sizes = [[layout.segment(k) for k in counts[r]] for r in range(self.world_size)]
         if shared:
             areas = [self._regions.area(r) for r in range(self.world_size)]
             at = [sum(sizes[r][:self.rank]) for r in range(self.world_size)]
@@ -455,12 +457,12 @@ class ShardedReplayBuffer:
         self.transport_note = f"all_to_all (shared memory failed: {self._regions.failure})"
         self._regions.close()
 
-    def _receive(self, layout: "_Layout", counts: torch.Tensor,
+    def _receive(self, layout: "_Layout", counts: List[List[int]],
                  positions: List[torch.Tensor], batch_size: int) -> Dict[str, torch.Tensor]:
         """This rank's batch from its receive area, in draw order: owner o's rows
         go to the draws positions[o]. Every tensor returned is a fresh copy (one
         index_select per field), never a view of the area."""
-        sizes = [layout.segment(int(k)) for k in counts[self.rank]]
+        sizes = [layout.segment(k) for k in counts[self.rank]]
         if self.transport == "shared_memory":
             area = self._regions.area(self.rank)
         else:
