@@ -16,7 +16,16 @@ in program order and loads not passing loads (x86-64's TSO; the transport
 is used there only): a rank writes its values or rows, then the word that
 announces them; a reader waits for that word, then reads.
 
-``grow(nbytes)`` is a collective (every rank, same ``nbytes``). Each rank
+A receive area is `slots` batch slots of `slot_bytes` each; a requester's
+batch lives in one slot, which the owners write at the draw positions and
+``sample`` returns views of (the batch is not copied). The requester maps
+its own file a second time with one tensor per slot, each with a storage of
+its own, so ``free_slot`` can tell from the storage's use count whether the
+caller still holds any tensor of the batch in that slot (the engine's output
+recycler's rule). The last slot is the scratch slot: used, and copied out
+of, only when the caller holds every other one.
+
+``grow(slot_bytes, slots)`` is a collective (every rank, same values). Each rank
 creates its file ``/dev/shm/obsaug-<token>-<generation>-r<rank>`` (`token`
 agreed by all ranks), reserves its bytes (posix_fallocate: a full /dev/shm
 fails here, not with a SIGBUS at the first write), and every rank maps
@@ -30,10 +39,11 @@ caller falls back to another transport) with the first failure in
 from __future__ import annotations
 
 import datetime
+import mmap
 import os
 import socket
 import time
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -71,7 +81,11 @@ class SharedRegions:
         self.timeout = group_timeout(group).total_seconds()
         self.generation = 0
         self.capacity = -1  # receive-area bytes per region; -1: nothing mapped
+        self.slot_bytes, self.slots = -1, 0
         self.failure = ""
+        # this rank's slots: (base tensor, its storage, the storage's use count
+        # when nothing but this list refers to it)
+        self._own: List[Tuple[torch.Tensor, Any, int]] = []
         self._regions: List[torch.Tensor] = []
         self._headers: List[torch.Tensor] = []
         self._pids: List[int] = []
@@ -85,21 +99,26 @@ class SharedRegions:
         dist.all_gather(every, mine, group=self.group)
         return [bool(t.item()) for t in every]
 
-    def grow(self, nbytes: int) -> bool:
-        """Receive areas of at least `nbytes` (see the module's contract)."""
-        if nbytes <= self.capacity:
+    def grow(self, slot_bytes: int, slots: int) -> bool:
+        """Receive areas of at least `slots` slots of `slot_bytes` (a multiple of
+        8) each (see the module's contract). Batches the caller holds from
+        earlier slots stay valid (their mapping lives as long as they do)."""
+        if slot_bytes <= self.slot_bytes and slots <= self.slots:
             return True
+        slot_bytes, slots = max(slot_bytes, self.slot_bytes), max(slots, self.slots)
+        nbytes = slot_bytes * slots
         done = int(self._headers[self.rank][_DONE]) if self._headers else 0
         self.close()
         self.generation += 1
         own = self._path(self.rank)
         size = HEADER + nbytes
-        created, error = False, ""
+        created, error, mapping = False, "", None
         try:
             fd = os.open(own, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
             created = True
             try:
                 os.posix_fallocate(fd, 0, size)
+                mapping = mmap.mmap(fd, size)
             finally:
                 os.close(fd)
         except OSError as e:
@@ -131,12 +150,34 @@ class SharedRegions:
         self._regions = [r[HEADER:] for r in regions]
         self._headers = [r[:HEADER].view(torch.int64) for r in regions]
         self._pids = [int(h[_PID]) for h in self._headers]
-        self.capacity = nbytes
+        self.capacity, self.slot_bytes, self.slots = nbytes, slot_bytes, slots
+        for j in range(slots):
+            base = torch.frombuffer(mapping, dtype=torch.uint8, count=max(slot_bytes, 1),
+                                    offset=HEADER + j * slot_bytes) if slot_bytes else \
+                torch.empty(0, dtype=torch.uint8)
+            storage = base.untyped_storage()
+            self._own.append((base, storage, torch._C._storage_Use_Count(storage._cdata)))
         return True
 
     def area(self, rank: int) -> torch.Tensor:
         """Rank `rank`'s receive area, flat uint8."""
         return self._regions[rank]
+
+    def slot(self, rank: int, j: int) -> torch.Tensor:
+        """Slot j of rank `rank`'s receive area, flat uint8 (for its owners)."""
+        return self._regions[rank][j * self.slot_bytes:(j + 1) * self.slot_bytes]
+
+    def own_slot(self, j: int) -> torch.Tensor:
+        """Slot j of this rank's area as the tensor whose views sample returns."""
+        return self._own[j][0]
+
+    def free_slot(self) -> int:
+        """A slot no tensor outside this object refers to, the lowest; the
+        scratch slot (the last) when the caller holds every other one."""
+        for j, (_, storage, alone) in enumerate(self._own[:-1]):
+            if torch._C._storage_Use_Count(storage._cdata) == alone:
+                return j
+        return self.slots - 1
 
     def exchange(self, call: int, values: Sequence[int]) -> torch.Tensor:
         """Every rank's `values` for `call` (an all_gather through the headers):
@@ -190,5 +231,5 @@ class SharedRegions:
 
     def close(self) -> None:
         # the tensors own the mappings: munmap when the last view goes
-        self._regions, self._headers = [], []
-        self.capacity = -1
+        self._regions, self._headers, self._own = [], [], []
+        self.capacity, self.slot_bytes, self.slots = -1, -1, 0

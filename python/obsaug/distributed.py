@@ -43,7 +43,8 @@ __all__ = ["ShardedReplayBuffer"]
 _DRAW_IDS = 1 << 32  # the Philox counter's b word numbers every draw of a call
 _TSO = ("x86_64", "AMD64")  # the shared-memory transport's ordering (_shared_regions)
 _TRANSPORTS = ("auto", "all_to_all", "shared_memory")
-_STATS = ("valid", "total", "smallest", "call", "batch", "engine_seed", "step", "engine")
+_STATS = ("valid", "total", "smallest", "call", "batch", "engine_seed", "step", "engine", "slot")
+_HELD_SLOTS = 3  # batch slots per shared region the caller may hold; one more is scratch
 
 
 def _as_bits(x: float) -> int:
@@ -109,6 +110,13 @@ class _Layout:
             return 0
         end = _padded(2 * k * self.row_bytes) + k * self.small_bytes
         return -(-end // self.unit) * self.unit
+
+    def slot_bytes(self, batch_size: int) -> int:
+        """The bytes of a shared-memory batch slot: the batch in final form
+        (obs [B, ...], next_obs [B, ...], then the small fields), the segment
+        of one owner holding all B rows, rounded up to whole pages."""
+        end = _padded(2 * batch_size * self.row_bytes) + batch_size * self.small_bytes
+        return -(-end // 4096) * 4096
 
     def payload(self, k: int) -> int:
         """The bytes of k rows without padding."""
@@ -201,12 +209,13 @@ class ShardedReplayBuffer:
         self._regions = SharedRegions(group, self.rank, self.world_size,
                                       int(gathered[0, 3]))  # rank 0's token names the files
         self._call = 0  # sample calls on this object: the regions' control words count them
-        if self.transport == "shared_memory" and not self._regions.grow(0):
+        if self.transport == "shared_memory" and not self._regions.grow(0, 0):
             self._fall_back()
         self._send: Optional[torch.Tensor] = None
         self._recv: Optional[torch.Tensor] = None
         self._send_sizes: List[int] = []
         self._row_of: Tuple[Any, Any] = (None, None)
+        self._layout_of: Tuple[Any, Any] = (None, None)
         self._engine_digest: Tuple[Any, int] = (None, 0)
         self._closed = False
 
@@ -297,10 +306,16 @@ class ShardedReplayBuffer:
         step = native.reserve_steps(1 if share_augmentation else 2) if native else 0
         total, smallest = local.priority_summary()
         engine_seed = native.seed if native else 0
+        layout = self._layout(native)
+        slot = 0
+        if self.transport == "shared_memory":
+            need = layout.slot_bytes(batch_size)
+            # a region about to grow is all free slots (held batches keep the old one)
+            slot = 0 if need > self._regions.slot_bytes else self._regions.free_slot()
         values = [local.num_valid, _as_bits(total), _as_bits(smallest), local.sample_calls,
                   batch_size, engine_seed - (1 << 64) if engine_seed >= 1 << 63 else engine_seed,
                   step - (1 << 64) if step >= 1 << 63 else step,
-                  (engine_digest >> 2) * 2 + int(share_augmentation)]
+                  (engine_digest >> 2) * 2 + int(share_augmentation), slot]
         self._call += 1
         if self.transport == "shared_memory":
             stats = self._regions.exchange(self._call, values)
@@ -318,20 +333,29 @@ class ShardedReplayBuffer:
                                   prioritized)
             owners.append(torch.tensor(o, dtype=torch.int64))
             targets.append(torch.tensor(t, dtype=torch.float64))
-        # counts[r][o]: draws of requester r that rank o owns
-        counts = [torch.bincount(o, minlength=self.world_size).tolist() for o in owners]
-        layout = self._serve(native, column, owners, targets, batch_size, call, mass,
-                             share_augmentation, counts)
-        if self.transport == "shared_memory":
-            # A requester reads its area once every owner of its draws has marked this
-            # call done (after writing its rows there); an owner writes that area again
-            # only after the next call's values exchange, which the requester enters
-            # only once it has copied its batch out (_receive returns copies).
+        # positions[r][o]: the draws of requester r that rank o owns, ascending
+        positions = [[torch.nonzero(own == o).flatten() for o in range(self.world_size)]
+                     for own in owners]
+        shared = (self.transport == "shared_memory"
+                  and self._regions.grow(layout.slot_bytes(batch_size), _HELD_SLOTS + 1))
+        if self.transport == "shared_memory" and not shared:
+            self._fall_back()
+        if shared:
+            self._serve_shared(native, column, positions, targets, batch_size, call, mass,
+                               share_augmentation, layout)
+            # A requester returns its slot once every owner of its draws has marked
+            # this call done (after writing its rows there); an owner writes that slot
+            # again only when the requester publishes it in a later call's values,
+            # which it does only once the caller holds no tensor of this batch.
             self._regions.mark_done(self._call)
             self._regions.wait_done(self._call, [o for o in range(self.world_size)
-                                                 if counts[self.rank][o]])
-        mine = [torch.nonzero(owners[self.rank] == o).flatten() for o in range(self.world_size)]
-        out = self._receive(layout, counts, mine, batch_size)
+                                                 if len(positions[self.rank][o])])
+            out = self._batch_in_slot(layout, slot, batch_size)
+        else:
+            counts = [[len(p) for p in row] for row in positions]
+            layout = self._serve(native, column, [p for p in positions], targets, batch_size,
+                                 call, mass, share_augmentation, counts)
+            out = self._receive(layout, counts, positions[self.rank], batch_size)
         if prioritized:
             q_min = min(s for s, t in zip(_from_bits(column["smallest"]).tolist(), mass) if t > 0)
             out["weights"] = (out.pop("weight") / q_min).pow(-b_exp).to(torch.float32)
@@ -356,16 +380,13 @@ class ShardedReplayBuffer:
                              "can be drawn; give some a positive priority with "
                              "update_priorities")
 
-    def _serve(self, native: Optional[Any], column: Dict[str, torch.Tensor],
-               owners: List[torch.Tensor], targets: List[torch.Tensor], batch_size: int,
-               call: int, mass: List[float], share: bool,
-               counts: List[List[int]]) -> "_Layout":
-        """This rank's part as owner: the rows of every draw it owns, gathered and
-        augmented with each requester's seed and step, written straight into
-        each requester's receive area (shared memory) or this rank's send
-        buffer (all_to_all), where _Layout places them. Returns the layout."""
+    def _owned(self, native: Optional[Any], mine: List[torch.Tensor],
+               targets: List[torch.Tensor], batch_size: int, call: int,
+               mass: List[float]) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        """The draws this rank owns, requester by requester (mine[r]: their
+        positions in r's batch): their sample ids r * B + b and their rows
+        (obs_index, next_index and the small fields, on the shard's device)."""
         local = self.local._native
-        mine = [torch.nonzero(owners[r] == self.rank).flatten() for r in range(self.world_size)]
         ids = torch.cat([r * batch_size + b for r, b in enumerate(mine)])
         if self.local.prioritized:
             fractions = torch.cat([targets[r][b] for r, b in enumerate(mine)])
@@ -375,30 +396,75 @@ class ShardedReplayBuffer:
             slots = local.uniform_slots_for(call, ids.tolist()) if len(ids) else []
         rows = local.rows_at(slots)
         device = self.local.device
-        storage = self.local.storage
         rows["indices"] = torch.tensor(slots, dtype=torch.int64) + self.rank * self.local.capacity
-        small = {name: rows[name].to(device)
-                 for name in ("action", "reward", "discount", "indices", "weight")}
-        dtype, shape = self._augmented_row(native, storage)
-        layout = _Layout(dtype, shape, [(name, t.dtype, tuple(t.shape[1:]))
-                                        for name, t in small.items()])
-        shared = self.transport == "shared_memory"
-        if shared and not self._regions.grow(layout.bound(batch_size, self.world_size)):
-            self._fall_back()
-            shared = False
-        # requester r's area holds owner o's segment at sum(sizes[r][:o]); this rank
-        # writes its segment for r at at[r] of areas[r]: r's region, or the send buffer
-        # (segments in rank order, which the all_to_all puts at the same place)
+        return ids.to(device), {name: t.to(device) for name, t in rows.items()}
+
+    def _serve_shared(self, native: Optional[Any], column: Dict[str, torch.Tensor],
+                      positions: List[List[torch.Tensor]], targets: List[torch.Tensor],
+                      batch_size: int, call: int, mass: List[float], share: bool,
+                      layout: "_Layout") -> None:
+        """This rank's part as owner on the shared-memory transport: the rows of
+        every draw it owns, gathered and augmented with each requester's seed
+        and step, written at their draw positions into the slot the requester
+        published (column["slot"])."""
+        mine = [positions[r][self.rank] for r in range(self.world_size)]
+        ids, rows = self._owned(native, mine, targets, batch_size, call, mass)
+        storage = self.local.storage
+        start = 0
+        for r, pos in enumerate(mine):
+            k = len(pos)
+            part = slice(start, start + k)
+            start += k
+            if k == 0:
+                continue
+            area = self._regions.slot(r, int(column["slot"][r]))
+            for which, name in enumerate(("obs_index", "next_index")):
+                out = layout.big(area, 0, batch_size, which)
+                if native is not None:
+                    seed_r = int(column["engine_seed"][r]) & ((1 << 64) - 1)
+                    step_r = (int(column["step"][r]) + (which and not share)) & ((1 << 64) - 1)
+                    native.gather_augment_for(storage, rows[name][part], seed_r, step_r,
+                                              ids[part], out=out, out_rows=pos)
+                else:
+                    out.index_copy_(0, pos, _ops.gather_augment(storage, rows[name][part],
+                                                                ops=[], seed=0, step=0))
+            for i, (name, *_) in enumerate(layout.small_fields):
+                layout.small(area, 0, batch_size, i).index_copy_(0, pos, rows[name][part])
+            if r != self.rank:
+                self.bytes_sent += layout.payload(k)
+
+    def _batch_in_slot(self, layout: "_Layout", slot: int,
+                       batch_size: int) -> Dict[str, torch.Tensor]:
+        """This rank's batch: views of its slot (copies when it is the scratch
+        slot, which the next call may overwrite)."""
+        area = self._regions.own_slot(slot)
+        out = {"obs": layout.big(area, 0, batch_size, 0),
+               "next_obs": layout.big(area, 0, batch_size, 1)}
+        for i, (name, *_) in enumerate(layout.small_fields):
+            out[name] = layout.small(area, 0, batch_size, i)
+        if slot == self._regions.slots - 1:
+            out = {name: t.clone() for name, t in out.items()}
+        return out
+
+    def _serve(self, native: Optional[Any], column: Dict[str, torch.Tensor],
+               positions: List[List[torch.Tensor]], targets: List[torch.Tensor],
+               batch_size: int, call: int, mass: List[float], share: bool,
+               counts: List[List[int]]) -> "_Layout":
+        """This rank's part as owner on the all_to_all transport: the rows of
+        every draw it owns, gathered and augmented with each requester's seed
+        and step, written into this rank's send buffer, where _Layout places
+        them. Returns the layout."""
+        mine = [positions[r][self.rank] for r in range(self.world_size)]
+        ids, rows = self._owned(native, mine, targets, batch_size, call, mass)
+        device = self.local.device
+        storage = self.local.storage
+        layout = self._layout(native)
+        # requester r's receive buffer holds owner o's segment at sum(sizes[r][:o]);
+        # this rank's segments go into its send buffer in rank order
         sizes = [[layout.segment(k) for k in counts[r]] for r in range(self.world_size)]
-        if shared:
-            areas = [self._regions.area(r) for r in range(self.world_size)]
-            at = [sum(sizes[r][:self.rank]) for r in range(self.world_size)]
-        else:
-            send = [sizes[r][self.rank] for r in range(self.world_size)]
-            self._send = _at_least(self._send, sum(send), device)
-            areas = [self._send] * self.world_size
-            at = [sum(send[:r]) for r in range(self.world_size)]
-        obs_index, next_index = rows["obs_index"].to(device), rows["next_index"].to(device)
+        send = [sizes[r][self.rank] for r in range(self.world_size)]
+        self._send = _at_least(self._send, sum(send), device)
+        at = [sum(send[:r]) for r in range(self.world_size)]
         start = 0
         for r, b in enumerate(mine):
             k = len(b)
@@ -406,28 +472,32 @@ class ShardedReplayBuffer:
             start += k
             if k == 0:
                 continue
-            area, base = areas[r], at[r]
-            obs_out, next_out = layout.big(area, base, k, 0), layout.big(area, base, k, 1)
-            if native is not None:
-                seed_r = int(column["engine_seed"][r]) & ((1 << 64) - 1)
-                step_r = int(column["step"][r]) & ((1 << 64) - 1)
-                ids_r = ids[part].to(device)
-                native.gather_augment_for(storage, obs_index[part], seed_r, step_r, ids_r,
-                                          out=obs_out)
-                native.gather_augment_for(storage, next_index[part], seed_r,
-                                          step_r if share else step_r + 1, ids_r, out=next_out)
-            else:
-                _ops.gather_augment(storage, obs_index[part], ops=[], seed=0, step=0,
-                                    out=obs_out)
-                _ops.gather_augment(storage, next_index[part], ops=[], seed=0, step=0,
-                                    out=next_out)
+            area, base = self._send, at[r]
+            for which, name in enumerate(("obs_index", "next_index")):
+                out = layout.big(area, base, k, which)
+                if native is not None:
+                    seed_r = int(column["engine_seed"][r]) & ((1 << 64) - 1)
+                    step_r = (int(column["step"][r]) + (which and not share)) & ((1 << 64) - 1)
+                    native.gather_augment_for(storage, rows[name][part], seed_r, step_r,
+                                              ids[part], out=out)
+                else:
+                    _ops.gather_augment(storage, rows[name][part], ops=[], seed=0, step=0,
+                                        out=out)
             for i, (name, *_) in enumerate(layout.small_fields):
-                layout.small(area, base, k, i).copy_(small[name][part])
-            if r != self.rank:
-                self.bytes_sent += layout.payload(k) if shared else 0
-        if not shared:
-            self._send_sizes = send
+                layout.small(area, base, k, i).copy_(rows[name][part])
+        self._send_sizes = send
         return layout
+
+    def _layout(self, native: Optional[Any]) -> "_Layout":
+        """Where the rows of a call lie (one per engine and storage, cached)."""
+        dtype, shape = self._augmented_row(native, self.local.storage)
+        if self._layout_of[0] != (dtype, shape):
+            empty = self.local._native.rows_at([])
+            small = [(name, empty[name].dtype, tuple(empty[name].shape[1:]))
+                     for name in ("action", "reward", "discount")]
+            small += [("indices", torch.int64, ()), ("weight", empty["weight"].dtype, ())]
+            self._layout_of = ((dtype, shape), _Layout(dtype, shape, small))
+        return self._layout_of[1]
 
     def _augmented_row(self, native: Optional[Any],
                        storage: torch.Tensor) -> Tuple[torch.dtype, Tuple[int, ...]]:
