@@ -332,8 +332,9 @@ def check_transport_and_bytes(world):
     want = "all_to_all" if TRANSPORT == "all_to_all" else "shared_memory"
     assert rb.transport == want, (rb.transport, want)
     engine = obsaug.Engine(engine_config(), rank=rank, world_size=world)
-    # the stats: an all_gather of 8 int64, or (shared memory) this rank's own header
-    control = 0 if want == "shared_memory" else 8 * (world - 1) * 8
+    # the stats: an all_gather of int64s, or (shared memory) this rank's own header
+    values = len(obsaug.distributed._STATS)
+    control = 0 if want == "shared_memory" else values * (world - 1) * 8
     for B in (16, 64, 24):  # 64 grows the regions (a new generation of files)
         before = rb.bytes_sent
         batch = rb.sample(B, augment=engine)
@@ -357,6 +358,54 @@ def check_transport_and_bytes(world):
     ok("transport_and_bytes")
 
 
+def check_held_batches(world):
+    """sample returns its batch without a copy (shared memory: views of a batch
+    slot): a batch the caller holds, or any view of it, is never changed by
+    later calls; a released slot is reused, so the regions stay bounded; with
+    every slot held the batch comes back as a copy, still right."""
+    rank = dist.get_rank()
+    sizes = [30 + 5 * r for r in range(world)]
+    rb = sharded(sizes)
+    engine = obsaug.Engine(engine_config(), rank=rank, world_size=world)
+    B = 12
+    held = []  # (a batch or a view of one, its clone)
+    for i in range(40):
+        batch = rb.sample(B, augment=engine)
+        if i % 5 == 0:  # up to 8 batches held: more than the slots, so copies too
+            held.append((batch, {key: t.clone() for key, t in batch.items()}))
+        elif i % 7 == 0:  # only a view of the obs held
+            view = batch["obs"][3:7]
+            held.append(({"obs": view}, {"obs": view.clone()}))
+        del batch
+        for kept, clone in held:
+            for key in kept:
+                assert torch.equal(kept[key], clone[key]), f"call {i} changed a held {key}"
+    held.clear()
+    if rb.transport == "shared_memory":
+        regions = rb._regions
+        slots = [regions.own_slot(j).data_ptr() for j in range(regions.slots)]
+        capacity, generation = regions.capacity, regions.generation
+        used = set()
+        batch = None
+        for _ in range(50):  # the previous batch is held during each call, then dropped
+            batch = rb.sample(B, augment=engine)
+            used.add(batch["obs"].data_ptr())
+        assert used <= set(slots[:2]), (used, slots)  # two slots take turns, no copy
+        assert (regions.capacity, regions.generation) == (capacity, generation)
+        kept = [batch] + [rb.sample(B, augment=engine) for _ in range(regions.slots - 2)]
+        assert {b["obs"].data_ptr() for b in kept} == set(slots[:-1])
+        copy = rb.sample(B, augment=engine)  # every slot held: a copy of the scratch slot
+        assert copy["obs"].data_ptr() not in slots
+        clone = {key: t.clone() for key, t in copy.items()}
+        rb.sample(B, augment=engine)
+        assert all(torch.equal(copy[key], clone[key]) for key in copy)
+        del kept, batch
+        assert rb.sample(B, augment=engine)["obs"].data_ptr() == slots[0]
+    rb.close()
+    engine.close()
+    ok("held_batches")
+
+
 def run_checks(world):
     check_uniform_union(world)
     check_update_priorities_routing(world)
@@ -367,6 +416,7 @@ def run_checks(world):
     check_disagreeing_ranks_raise(world)
     check_checkpoint(world)
     check_transport_and_bytes(world)
+    check_held_batches(world)
 
 
 def run_fault(kind, timeout):

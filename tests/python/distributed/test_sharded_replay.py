@@ -22,7 +22,7 @@ from conftest import ROOT
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sharded_worker.py")
 CHECKS = ["uniform_union", "update_priorities_routing", "prioritized_global", "oracle_uniform",
           "oracle_prioritized", "empty_shard_and_large_batch", "disagreeing_ranks_raise",
-          "checkpoint", "transport_and_bytes"]
+          "checkpoint", "transport_and_bytes", "held_batches"]
 TRANSPORTS = ["shared_memory", "all_to_all"]
 GROUP_TIMEOUT = 3.0
 
