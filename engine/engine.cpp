@@ -340,44 +340,10 @@ at::Tensor Engine::gather_augment_for(const at::Tensor& storage, const at::Tenso
   ops::check_gather_indices(storage, indices);
   ops::OutputOptions output = d.output();
   output.out = out;
-  if (!out_rows.defined()) {
-    return d.call(indices.size(0), step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
-      return ops::gather_augment(storage, indices, pool, d.config.pipeline, seed, s, output,
-                                 /*check_indices=*/false, sample_ids);
-    });
-  }
-  const int64_t batch = indices.size(0);
-  TORCH_CHECK_VALUE(out.defined() && out.dim() >= 1,
-                    "gather_augment_for: out_rows needs out, the tensor whose rows it names");
-  TORCH_CHECK_TYPE(out_rows.scalar_type() == at::kLong && out_rows.device().is_cpu(),
-                   "gather_augment_for: out_rows must be int64 on the CPU, got ",
-                   out_rows.scalar_type(), " on ", out_rows.device());
-  TORCH_CHECK_VALUE(out_rows.dim() == 1 && out_rows.size(0) == batch,
-                    "gather_augment_for: out_rows must be [B] with B = ", batch,
-                    " (one per row of indices), got ", out_rows.sizes());
-  TORCH_CHECK_VALUE(sample_ids.defined() && sample_ids.size(0) == batch,
-                    "gather_augment_for: out_rows needs sample_ids [B]");
-  const at::Tensor rows = out_rows.contiguous();
-  const int64_t* row = rows.data_ptr<int64_t>();
-  const int64_t limit = out.size(0);
-  for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK_INDEX(row[b] >= 0 && row[b] < limit, "gather_augment_for: out_rows[", b,
-                      "] = ", row[b], " is not a row of out [0, ", limit, ")");
-  }
-  d.call(batch, step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
-    for (int64_t begin = 0; begin < batch;) {  // one pass per run of consecutive rows
-      int64_t end = begin + 1;
-      while (end < batch && row[end] == row[end - 1] + 1) ++end;
-      ops::OutputOptions part = output;
-      part.out = out.narrow(0, row[begin], end - begin);
-      ops::gather_augment(storage, indices.narrow(0, begin, end - begin), pool, d.config.pipeline,
-                          seed, s, part, /*check_indices=*/false,
-                          sample_ids.narrow(0, begin, end - begin));
-      begin = end;
-    }
-    return 0;
+  return d.call(indices.size(0), step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
+    return ops::gather_augment(storage, indices, pool, d.config.pipeline, seed, s, output,
+                               /*check_indices=*/false, sample_ids, out_rows);
   });
-  return out;
 }
 
 uint64_t Engine::reserve_steps(uint64_t count) {

@@ -133,8 +133,7 @@ class Engine {
   // the rows straight into the requester's receive area). With `out_rows`
   // (int64 [B] on the CPU, each in [0, out.size(0)), distinct), row b is
   // written to out[out_rows[b]] instead of out[b] (`out` then has any number
-  // of rows): the requester's draw positions, one pass per run of
-  // consecutive positions. Returns `out`.
+  // of rows; ops::gather_augment): the requester's draw positions.
   at::Tensor gather_augment_for(const at::Tensor& storage, const at::Tensor& indices, uint64_t seed,
                                 uint64_t step, const at::Tensor& sample_ids,
                                 const at::Tensor& out = {}, const at::Tensor& out_rows = {});

@@ -811,7 +811,8 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
         drawn_frame = frame;
       }
       for (int64_t c = 0; c < group; ++c) {
-        values[c] = direct ? reinterpret_cast<In*>(buf.out + (first_plane + c) * out_plane)
+        values[c] = direct ? reinterpret_cast<In*>(
+                                 buf.out + output_plane(buf, sample, channel + c) * out_plane)
                            : scratch.values.data() + c * out_plane;
         gather_source(p, geometry, input_plane(p, buf, first_plane + c), in_place, values[c],
                       &scratch);
@@ -863,8 +864,8 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
       }
       if (!direct) {
         for (int64_t c = 0; c < group; ++c) {
-          store_span(values[c], buf.out + (first_plane + c) * out_plane, out_plane, buf.scale,
-                     buf.bias);
+          store_span(values[c], buf.out + output_plane(buf, sample, channel + c) * out_plane,
+                     out_plane, buf.scale, buf.bias);
         }
       }
     }

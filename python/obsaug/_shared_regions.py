@@ -159,10 +159,6 @@ class SharedRegions:
             self._own.append((base, storage, torch._C._storage_Use_Count(storage._cdata)))
         return True
 
-    def area(self, rank: int) -> torch.Tensor:
-        """Rank `rank`'s receive area, flat uint8."""
-        return self._regions[rank]
-
     def slot(self, rank: int, j: int) -> torch.Tensor:
         """Slot j of rank `rank`'s receive area, flat uint8 (for its owners)."""
         return self._regions[rank][j * self.slot_bytes:(j + 1) * self.slot_bytes]

@@ -15,11 +15,12 @@ computes every rank's draws from the gathered sizes (they are a pure function
 of the buffer seed, the call and the draw id b_global = rank * B + b), so the
 owners know their requests without a message of their own. The owners write
 every draw's augmented obs / next_obs and its action, reward, discount, index
-and weight into the requester's receive area, where _Layout places them:
-straight into the requester's shared-memory region when every rank is on one
-host (then one tiny all_gather says the rows are there), else into a send
-buffer that one all_to_all_single delivers. The requester reads its area
-into draw order with one index_select per field.
+and weight straight to where the requester reads them: when every rank is on
+one host, at the draw's position in a batch slot of the requester's
+shared-memory region, whose views sample returns (no copy; a slot is reused
+only once the caller holds no tensor of its batch); else into a send buffer
+that one all_to_all_single delivers, which the requester reads into draw
+order with one call per field.
 """
 from __future__ import annotations
 
@@ -80,18 +81,17 @@ def _at_least(buffer: Optional[torch.Tensor], nbytes: int,
 
 
 class _Layout:
-    """Where a requester's rows lie in its receive area: the shared-memory
-    region, or the all_to_all's receive buffer (the same bytes on both
-    transports, so one reader serves both). One segment per owner, in rank
+    """Where a requester's rows lie. Shared memory: a batch slot (slot_bytes)
+    holds the batch in its final form, the segment of one owner with all B
+    rows. all_to_all: the receive buffer holds one segment per owner, in rank
     order, of segment(k) bytes for its k rows: the k augmented obs rows, the
     k augmented next_obs rows, at the next multiple of 8 the small fields
     (widest element first, so each lands aligned to its element; each
     [k, *shape]), then padding to a multiple of `unit` = lcm(row bytes, 8):
     every segment starts at a whole augmented row, so the area's augmented
     rows of all owners are rows of one [R, *row shape] view, read into draw
-    order by one index_select. An owner's segment for requester r is written
-    at the same offset on the requester's region and in the owner's send
-    buffer (there, after its segments for ranks < r)."""
+    order by one gather. An owner's segment for requester r lies in the
+    owner's send buffer after its segments for ranks < r."""
 
     def __init__(self, row_dtype: torch.dtype, row_shape: Tuple[int, ...],
                  small: List[Tuple[str, torch.dtype, Tuple[int, ...]]]):
@@ -121,10 +121,6 @@ class _Layout:
     def payload(self, k: int) -> int:
         """The bytes of k rows without padding."""
         return k * (2 * self.row_bytes + self.small_bytes)
-
-    def bound(self, batch_size: int, world_size: int) -> int:
-        """The most bytes one requester's area needs for batch_size draws."""
-        return self.payload(batch_size) + world_size * (self.unit + 8)
 
     def big(self, area: torch.Tensor, at: int, k: int, which: int) -> torch.Tensor:
         """The obs (which=0) or next_obs (1) rows of the k-row segment at byte `at`."""
@@ -216,6 +212,7 @@ class ShardedReplayBuffer:
         self._send_sizes: List[int] = []
         self._row_of: Tuple[Any, Any] = (None, None)
         self._layout_of: Tuple[Any, Any] = (None, None)
+        self._views: Dict[Tuple[int, ...], Any] = {}
         self._engine_digest: Tuple[Any, int] = (None, 0)
         self._closed = False
 
@@ -226,6 +223,7 @@ class ShardedReplayBuffer:
         self._closed = True
         self._regions.close()
         self._send = self._recv = None
+        self._views.clear()
 
     def __enter__(self) -> "ShardedReplayBuffer":
         return self
@@ -417,9 +415,9 @@ class ShardedReplayBuffer:
             start += k
             if k == 0:
                 continue
-            area = self._regions.slot(r, int(column["slot"][r]))
+            big, small = self._slot_views(layout, r, int(column["slot"][r]), batch_size)
             for which, name in enumerate(("obs_index", "next_index")):
-                out = layout.big(area, 0, batch_size, which)
+                out = big[which]
                 if native is not None:
                     seed_r = int(column["engine_seed"][r]) & ((1 << 64) - 1)
                     step_r = (int(column["step"][r]) + (which and not share)) & ((1 << 64) - 1)
@@ -428,10 +426,28 @@ class ShardedReplayBuffer:
                 else:
                     out.index_copy_(0, pos, _ops.gather_augment(storage, rows[name][part],
                                                                 ops=[], seed=0, step=0))
-            for i, (name, *_) in enumerate(layout.small_fields):
-                layout.small(area, 0, batch_size, i).index_copy_(0, pos, rows[name][part])
+            for (name, *_), view in zip(layout.small_fields, small):
+                view.index_copy_(0, pos, rows[name][part])
             if r != self.rank:
                 self.bytes_sent += layout.payload(k)
+
+    def _slot_views(self, layout: "_Layout", rank: int, slot: int, batch_size: int
+                    ) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
+        """The obs and next_obs views, and the small fields' views, of slot
+        `slot` of rank `rank`'s region (the owners' mapping, never the
+        requester's slot tensors, whose use counts tell held batches apart),
+        cached per region generation and layout."""
+        key = (self._regions.generation, rank, slot, batch_size)
+        views = self._views.get(key)
+        if views is None:
+            if len(self._views) > 64 or any(k[0] != key[0] for k in self._views):
+                self._views.clear()
+            area = self._regions.slot(rank, slot)
+            views = ([layout.big(area, 0, batch_size, which) for which in (0, 1)],
+                     [layout.small(area, 0, batch_size, i)
+                      for i in range(len(layout.small_fields))])
+            self._views[key] = views
+        return views
 
     def _batch_in_slot(self, layout: "_Layout", slot: int,
                        batch_size: int) -> Dict[str, torch.Tensor]:
@@ -497,6 +513,7 @@ class ShardedReplayBuffer:
                      for name in ("action", "reward", "discount")]
             small += [("indices", torch.int64, ()), ("weight", empty["weight"].dtype, ())]
             self._layout_of = ((dtype, shape), _Layout(dtype, shape, small))
+            self._views.clear()
         return self._layout_of[1]
 
     def _augmented_row(self, native: Optional[Any],
@@ -526,21 +543,19 @@ class ShardedReplayBuffer:
         self.transport = "all_to_all"
         self.transport_note = f"all_to_all (shared memory failed: {self._regions.failure})"
         self._regions.close()
+        self._views.clear()
 
     def _receive(self, layout: "_Layout", counts: List[List[int]],
                  positions: List[torch.Tensor], batch_size: int) -> Dict[str, torch.Tensor]:
-        """This rank's batch from its receive area, in draw order: owner o's rows
+        """This rank's batch from the all_to_all, in draw order: owner o's rows
         go to the draws positions[o]. Every tensor returned is a fresh copy (one
-        index_select per field), never a view of the area."""
+        call per field), never a view of the receive buffer."""
         sizes = [layout.segment(k) for k in counts[self.rank]]
-        if self.transport == "shared_memory":
-            area = self._regions.area(self.rank)
-        else:
-            self._recv = _at_least(self._recv, sum(sizes), self.local.device)
-            area = self._recv
-            self.bytes_sent += sum(n for r, n in enumerate(self._send_sizes) if r != self.rank)
-            dist.all_to_all_single(area[:sum(sizes)], self._send[:sum(self._send_sizes)],
-                                   sizes, self._send_sizes, group=self.group)
+        self._recv = _at_least(self._recv, sum(sizes), self.local.device)
+        area = self._recv
+        self.bytes_sent += sum(n for r, n in enumerate(self._send_sizes) if r != self.rank)
+        dist.all_to_all_single(area[:sum(sizes)], self._send[:sum(self._send_sizes)],
+                               sizes, self._send_sizes, group=self.group)
         device = self.local.device
         obs_rows = torch.empty(batch_size, dtype=torch.int64)
         next_rows = torch.empty(batch_size, dtype=torch.int64)
