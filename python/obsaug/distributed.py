@@ -408,6 +408,7 @@ class ShardedReplayBuffer:
         mine = [positions[r][self.rank] for r in range(self.world_size)]
         ids, rows = self._owned(native, mine, targets, batch_size, call, mass)
         storage = self.local.storage
+        seeds, steps, slots = (column[name].tolist() for name in ("engine_seed", "step", "slot"))
         start = 0
         for r, pos in enumerate(mine):
             k = len(pos)
@@ -415,14 +416,14 @@ class ShardedReplayBuffer:
             start += k
             if k == 0:
                 continue
-            big, small = self._slot_views(layout, r, int(column["slot"][r]), batch_size)
+            big, small = self._slot_views(layout, r, slots[r], batch_size)
             for which, name in enumerate(("obs_index", "next_index")):
                 out = big[which]
                 if native is not None:
-                    seed_r = int(column["engine_seed"][r]) & ((1 << 64) - 1)
-                    step_r = (int(column["step"][r]) + (which and not share)) & ((1 << 64) - 1)
-                    native.gather_augment_for(storage, rows[name][part], seed_r, step_r,
-                                              ids[part], out=out, out_rows=pos)
+                    step_r = (steps[r] + (which and not share)) & ((1 << 64) - 1)
+                    native.gather_augment_for(storage, rows[name][part],
+                                              seeds[r] & ((1 << 64) - 1), step_r, ids[part],
+                                              out=out, out_rows=pos)
                 else:
                     out.index_copy_(0, pos, _ops.gather_augment(storage, rows[name][part],
                                                                 ops=[], seed=0, step=0))
