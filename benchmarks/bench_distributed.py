@@ -11,9 +11,10 @@ share that shard, one per transport. Then, in interleaved rounds (barrier
 before each timed call): (local) ``shard.local.sample(B, augment=engine)`` -
 this rank's own ReplayBuffer, no communication; (shared_memory) and
 (all_to_all) ``sharded.sample(B, augment=engine)`` - B draws from the union
-of all shards, the owners gathering and augmenting into the requesters'
-/dev/shm regions (then one tiny all_gather) or into a send buffer (then one
-all_to_all_single). Rank 0 prints, per method, the median and the minimum of
+of all shards, the owners gathering and augmenting into a batch slot of the
+requester's /dev/shm region, at the draw positions (returned without a
+copy), or into a send buffer (then one all_to_all_single). The loop keeps
+the last batch while it makes the next, as a training loop does. Rank 0 prints, per method, the median and the minimum of
 the rounds (each the slowest rank's), the ratios to local, and the bytes each
 rank sent to the others per sampled transition, next to the augmented obs +
 next_obs bytes of one transition (the payload; the rest is the row's action,
