@@ -380,6 +380,12 @@ def check_held_batches(world):
         for kept, clone in held:
             for key in kept:
                 assert torch.equal(kept[key], clone[key]), f"call {i} changed a held {key}"
+    big = rb.sample(4 * B, augment=engine)  # larger slots: the regions grow (new files)
+    for kept, clone in held:  # batches in the old regions stay valid
+        for key in kept:
+            assert torch.equal(kept[key], clone[key]), f"growing changed a held {key}"
+    assert big["obs"].shape[0] == 4 * B
+    del big
     held.clear()
     if rb.transport == "shared_memory":
         regions = rb._regions
