@@ -14,8 +14,8 @@ this rank's own ReplayBuffer, no communication; (shared_memory) and
 of all shards, the owners gathering and augmenting into a batch slot of the
 requester's /dev/shm region, at the draw positions (returned without a
 copy), or into a send buffer (then one all_to_all_single). The loop keeps
-the last batch while it makes the next, as a training loop does. Rank 0 prints, per method, the median and the minimum of
-the rounds (each the slowest rank's), the ratios to local, and the bytes each
+the last batch while it makes the next, as a training loop does. Rank 0
+prints, per method, the median and the minimum of the rounds (each the slowest rank's), the ratios to local, and the bytes each
 rank sent to the others per sampled transition, next to the augmented obs +
 next_obs bytes of one transition (the payload; the rest is the row's action,
 reward, discount, index and weight), and the floor of the all_to_all path:
