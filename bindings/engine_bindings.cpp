@@ -153,9 +153,17 @@ void bind_engine(py::module& m) {
           py::arg("out") = py::none(), py::call_guard<py::gil_scoped_release>())
       .def("augment_", &Engine::augment_, py::arg("obs"), py::arg("step") = py::none(),
            py::call_guard<py::gil_scoped_release>())
-      .def("gather_augment_for", &Engine::gather_augment_for, py::arg("storage"),
-           py::arg("indices"), py::arg("seed"), py::arg("step"), py::arg("sample_ids"),
-           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "gather_augment_for",
+          [](Engine& e, const at::Tensor& storage, const at::Tensor& indices, uint64_t seed,
+             uint64_t step, const at::Tensor& sample_ids, const std::optional<at::Tensor>& out,
+             const std::optional<at::Tensor>& out_rows) {
+            return e.gather_augment_for(storage, indices, seed, step, sample_ids, out_tensor(out),
+                                        out_tensor(out_rows));
+          },
+          py::arg("storage"), py::arg("indices"), py::arg("seed"), py::arg("step"),
+          py::arg("sample_ids"), py::arg("out") = py::none(), py::arg("out_rows") = py::none(),
+          py::call_guard<py::gil_scoped_release>())
       .def("reserve_steps", &Engine::reserve_steps, py::arg("count"))
       .def_property_readonly("step", &Engine::step)
       .def("config_dict", [](const Engine& e) { return config_dict(e.config()); })

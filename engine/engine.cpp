@@ -331,15 +331,18 @@ at::Tensor Engine::gather_augment(const at::Tensor& storage, const at::Tensor& i
 }
 
 at::Tensor Engine::gather_augment_for(const at::Tensor& storage, const at::Tensor& indices,
-                                      uint64_t seed, uint64_t step, const at::Tensor& sample_ids) {
+                                      uint64_t seed, uint64_t step, const at::Tensor& sample_ids,
+                                      const at::Tensor& out, const at::Tensor& out_rows) {
   if (!impl_) throw std::logic_error("engine is closed");
   Impl& d = *impl_;
   d.check_open();
   d.check_storage(storage, indices);
   ops::check_gather_indices(storage, indices);
+  ops::OutputOptions output = d.output();
+  output.out = out;
   return d.call(indices.size(0), step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
-    return ops::gather_augment(storage, indices, pool, d.config.pipeline, seed, s, d.output(),
-                               /*check_indices=*/false, sample_ids);
+    return ops::gather_augment(storage, indices, pool, d.config.pipeline, seed, s, output,
+                               /*check_indices=*/false, sample_ids, out_rows);
   });
 }
 

@@ -129,9 +129,14 @@ class Engine {
   // gather_augment for another rank's draws (obsaug.distributed): the
   // requester's Philox key `seed` and `step` (the counter is not advanced),
   // row b drawn as sample sample_ids[b] (ops::gather_augment), this engine's
-  // pool and output options.
+  // pool and output options; `out` as for augment (the sharded buffer writes
+  // the rows straight into the requester's receive area). With `out_rows`
+  // (int64 [B] on the CPU, each in [0, out.size(0)), distinct), row b is
+  // written to out[out_rows[b]] instead of out[b] (`out` then has any number
+  // of rows; ops::gather_augment): the requester's draw positions.
   at::Tensor gather_augment_for(const at::Tensor& storage, const at::Tensor& indices, uint64_t seed,
-                                uint64_t step, const at::Tensor& sample_ids);
+                                uint64_t step, const at::Tensor& sample_ids,
+                                const at::Tensor& out = {}, const at::Tensor& out_rows = {});
 
   // Takes `count` consecutive steps from the counter; returns the first.
   uint64_t reserve_steps(uint64_t count);

@@ -91,16 +91,17 @@ at::ScalarType output_dtype(const at::Tensor& obs, const OutputOptions& output) 
 template <typename In, typename Out>
 void run(const PipelineDesc& desc, const at::Tensor& in, const at::Tensor& out,
          const at::Tensor* pool, const OutputOptions& output, const at::Tensor* frame_index,
-         const at::Tensor* sample_id) {
+         const at::Tensor* sample_id, const at::Tensor* out_row) {
   AugmentBuffers<In, Out> buffers{in.data_ptr<In>(),
                                   out.data_ptr<Out>(),
                                   pool ? pool->data_ptr<uint8_t>() : nullptr,
-                                  out.size(0),
+                                  out_row ? out_row->size(0) : out.size(0),
                                   out.size(1),
                                   static_cast<float>(output.scale),
                                   static_cast<float>(output.bias),
                                   frame_index ? frame_index->data_ptr<int64_t>() : nullptr};
   if (sample_id != nullptr) buffers.sample_id = sample_id->data_ptr<int64_t>();
+  if (out_row != nullptr) buffers.out_row = out_row->data_ptr<int64_t>();
   if (in.device().is_cpu()) {
     augment_cpu(desc, buffers);
     return;
@@ -134,14 +135,15 @@ void run(const PipelineDesc& desc, const at::Tensor& in, const at::Tensor& out,
 // `frame_index` ([B, S] int64), `in` is a frame storage to gather from.
 void dispatch(const PipelineDesc& desc, const at::Tensor& in, const at::Tensor& out,
               const at::Tensor* pool, const OutputOptions& output,
-              const at::Tensor* frame_index = nullptr, const at::Tensor* sample_id = nullptr) {
+              const at::Tensor* frame_index = nullptr, const at::Tensor* sample_id = nullptr,
+              const at::Tensor* out_row = nullptr) {
   if (out.numel() == 0) return;
   if (in.scalar_type() == at::kByte && out.scalar_type() == at::kByte) {
-    run<uint8_t, uint8_t>(desc, in, out, pool, output, frame_index, sample_id);
+    run<uint8_t, uint8_t>(desc, in, out, pool, output, frame_index, sample_id, out_row);
   } else if (in.scalar_type() == at::kByte) {
-    run<uint8_t, float>(desc, in, out, pool, output, frame_index, sample_id);
+    run<uint8_t, float>(desc, in, out, pool, output, frame_index, sample_id, out_row);
   } else {
-    run<float, float>(desc, in, out, pool, output, frame_index, sample_id);
+    run<float, float>(desc, in, out, pool, output, frame_index, sample_id, out_row);
   }
 }
 
@@ -220,6 +222,26 @@ at::Tensor checked_sample_ids(const at::Tensor& storage, const at::Tensor& sampl
                     "values in [",
                     lo, ", ", hi, "]");
   return ids;
+}
+
+// out_rows of gather_augment: int64 [B] on the CPU, each a row of `out`
+// (defined, on the CPU); returned contiguous.
+at::Tensor checked_out_rows(const at::Tensor& out_rows, const at::Tensor& out, int64_t batch) {
+  TORCH_CHECK_VALUE(out.defined() && out.dim() >= 1 && out.device().is_cpu(),
+                    "out_rows needs out, a CPU tensor whose rows it names");
+  TORCH_CHECK_TYPE(out_rows.scalar_type() == at::kLong && out_rows.device().is_cpu(),
+                   "out_rows must be int64 [B] on the CPU, got ", describe(out_rows));
+  TORCH_CHECK_VALUE(out_rows.dim() == 1 && out_rows.size(0) == batch,
+                    "out_rows must be int64 [B] with B = ", batch,
+                    " (one per row of indices), got ", describe(out_rows));
+  const at::Tensor rows = out_rows.contiguous();
+  const int64_t* v = rows.data_ptr<int64_t>();
+  const int64_t limit = out.size(0);
+  for (int64_t b = 0; b < batch; ++b) {
+    TORCH_CHECK_INDEX(v[b] >= 0 && v[b] < limit, "out_rows[", b, "] = ", v[b],
+                      " is not a row of out [0, ", limit, ")");
+  }
+  return rows;
 }
 
 }  // namespace
@@ -308,7 +330,8 @@ void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
 at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                           const std::optional<at::Tensor>& pool, const Pipeline& pipeline,
                           uint64_t seed, uint64_t step, const OutputOptions& output,
-                          bool check_indices, const std::optional<at::Tensor>& sample_ids) {
+                          bool check_indices, const std::optional<at::Tensor>& sample_ids,
+                          const std::optional<at::Tensor>& out_rows) {
   TORCH_CHECK_VALUE(storage.defined(), "storage must be a tensor [N, C, H, W], got None");
   TORCH_CHECK_TYPE(storage.scalar_type() == at::kByte || storage.scalar_type() == at::kFloat,
                    "storage must be uint8 or float32 frames [N, C, H, W], got ", describe(storage));
@@ -342,15 +365,19 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
   g.frame_channels = channels;
   prepared.desc = resolve_pipeline(pipeline, g, seed, step);
   const at::ScalarType dtype = output_dtype(storage, output);
+  const bool scattered = out_rows.has_value() && out_rows->defined();
+  at::Tensor rows;
+  if (scattered) rows = checked_out_rows(*out_rows, output.out, indices.size(0));
   at::Tensor out = output_tensor(
       output.out,
-      {indices.size(0), indices.size(1) * channels, prepared.desc.out_h, prepared.desc.out_w},
+      {scattered ? output.out.size(0) : indices.size(0), indices.size(1) * channels,
+       prepared.desc.out_h, prepared.desc.out_w},
       storage.options().dtype(dtype),
       {{"storage", &storage}, {"indices", &indices}, {"pool", pool ? &*pool : nullptr}}, nullptr);
-  if (out.numel() == 0) return out;
+  if (out.numel() == 0 || indices.size(0) == 0) return out;
   const at::Tensor source = storage.contiguous();
   dispatch(prepared.desc, source, out, prepared.pool ? &*prepared.pool : nullptr, output, &index,
-           ids ? &*ids : nullptr);
+           ids ? &*ids : nullptr, scattered ? &rows : nullptr);
   return out;
 }
 

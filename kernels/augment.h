@@ -48,12 +48,16 @@ void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
 // may skip it. With sample_ids (int64 [B], each in [0, 2^32), on storage's
 // device; checked, which synchronises once on CUDA), row b draws its
 // parameters as sample sample_ids[b] instead of b, so rows gathered on
-// another rank equal the requester's own rows (obsaug.distributed).
+// another rank equal the requester's own rows (obsaug.distributed). With
+// out_rows (int64 [B] on the CPU, distinct, each in [0, out.size(0)); needs
+// output.out on the CPU, of any number of rows), row b is written to
+// out[out_rows[b]]; the other rows of out are left as they are.
 at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                           const std::optional<at::Tensor>& pool, const Pipeline& pipeline,
                           uint64_t seed, uint64_t step, const OutputOptions& output = {},
                           bool check_indices = true,
-                          const std::optional<at::Tensor>& sample_ids = std::nullopt);
+                          const std::optional<at::Tensor>& sample_ids = std::nullopt,
+                          const std::optional<at::Tensor>& out_rows = std::nullopt);
 
 // gather_augment's checks of `indices` against `storage` (dtype, shape,
 // device, every value in [0, N)), for callers that validate before they

@@ -989,15 +989,16 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
       const auto run_planes = [&](int end) {
         for (int64_t c = 0; c < group; ++c) {
           if (next == 0) {
-            values[c] = direct ? reinterpret_cast<In*>(buf.out + (first_plane + c) * out_plane)
+            values[c] = direct ? reinterpret_cast<In*>(
+                                     buf.out + output_plane(buf, sample, channel + c) * out_plane)
                                : scratch.values.data() + c * out_plane;
             gather_source(p, geometry, input_plane(p, buf, first_plane + c), in_place, values[c],
                           &scratch);
           }
           for (int k = next; k < end; ++k) plane_op(k, c);
           if (end == p.n_ops && !direct) {
-            store_span(values[c], buf.out + (first_plane + c) * out_plane, out_plane, buf.scale,
-                       buf.bias);
+            store_span(values[c], buf.out + output_plane(buf, sample, channel + c) * out_plane,
+                       out_plane, buf.scale, buf.bias);
           }
         }
       };

@@ -30,12 +30,22 @@ struct AugmentBuffers {
   // [batch] counter words, each < 2^32, or null: output row b then draws as
   // sample sample_id[b] (another rank's draws, obsaug.distributed).
   const int64_t* sample_id = nullptr;
+  // [batch] output rows, or null: sample b is then written to row out_row[b]
+  // of `out` (CPU only; the requester's draw positions, obsaug.distributed).
+  const int64_t* out_row = nullptr;
 };
 
 // The counter word b (DESIGN.md section 3) of output row `row`.
 template <typename In, typename Out>
 OBSAUG_HD uint32_t counter_sample(const AugmentBuffers<In, Out>& buf, int64_t row) {
   return static_cast<uint32_t>(buf.sample_id == nullptr ? row : buf.sample_id[row]);
+}
+
+// The first output plane of channel `channel` of sample `sample`.
+template <typename In, typename Out>
+OBSAUG_HD int64_t output_plane(const AugmentBuffers<In, Out>& buf, int64_t sample,
+                               int64_t channel) {
+  return (buf.out_row == nullptr ? sample : buf.out_row[sample]) * buf.channels + channel;
 }
 
 // The input plane `plane` (= sample * channels + channel) reads, contiguous

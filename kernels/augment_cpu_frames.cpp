@@ -154,7 +154,9 @@ void augment_cpu_frames(const PipelineDesc& p, const AugmentBuffers<In, Out>& bu
       const uint32_t frame = static_cast<uint32_t>(unit % work.stack);
       const int64_t first_plane = static_cast<int64_t>(sample) * buf.channels +
                                   static_cast<int64_t>(frame) * work.frame_channels;
-      Out* const frame_out = buf.out + first_plane * work.out_plane;
+      Out* const frame_out =
+          buf.out + output_plane(buf, sample, static_cast<int64_t>(frame) * work.frame_channels) *
+                        work.out_plane;
       draw_pipeline(p, counter_sample(buf, sample), frame, draws);
       if (weights_sample != sample) {  // the same weights for every frame of a sample
         for (int k = 0; k < p.n_ops; ++k)

@@ -10,17 +10,24 @@ docs/distributed.md is the contract)::
     rb.update_priorities(batch["indices"], td.abs() + 1e-6)                   # collective
 
 A sample call is one all_gather of each shard's size (or priority total),
-its sampler counter, the requester's engine seed and step, and one
-all_to_all_single that returns every draw's augmented obs / next_obs and
-its action, reward, discount, index and weight from the rank that owns it.
-Every rank computes every rank's draws from the gathered sizes (they are a
-pure function of the buffer seed, the call and the draw id b_global = rank * B
-+ b), so the owners know their requests without a message of their own.
+its sampler counter, the requester's engine seed and step; every rank
+computes every rank's draws from the gathered sizes (they are a pure function
+of the buffer seed, the call and the draw id b_global = rank * B + b), so the
+owners know their requests without a message of their own. The owners write
+every draw's augmented obs / next_obs and its action, reward, discount, index
+and weight straight to where the requester reads them: when every rank is on
+one host, at the draw's position in a batch slot of the requester's
+shared-memory region, whose views sample returns (no copy; a slot is reused
+only once the caller holds no tensor of its batch); else into a send buffer
+that one all_to_all_single delivers, which the requester reads into draw
+order with one call per field.
 """
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+import platform
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -29,12 +36,16 @@ import torch.distributed as dist
 
 from . import _C
 from . import ops as _ops
+from ._shared_regions import SharedRegions, host_identity
 from .replay import ReplayBuffer, _Envs
 
 __all__ = ["ShardedReplayBuffer"]
 
 _DRAW_IDS = 1 << 32  # the Philox counter's b word numbers every draw of a call
-_STATS = ("valid", "total", "smallest", "call", "batch", "engine_seed", "step", "engine")
+_TSO = ("x86_64", "AMD64")  # the shared-memory transport's ordering (_shared_regions)
+_TRANSPORTS = ("auto", "all_to_all", "shared_memory")
+_STATS = ("valid", "total", "smallest", "call", "batch", "engine_seed", "step", "engine", "slot")
+_HELD_SLOTS = 3  # batch slots per shared region the caller may hold; one more is scratch
 
 
 def _as_bits(x: float) -> int:
@@ -52,10 +63,7 @@ def _digest(text: str) -> int:
 
 
 def _row_elements(t: torch.Tensor) -> int:
-    n = 1
-    for d in t.shape[1:]:
-        n *= d
-    return n
+    return math.prod(t.shape[1:])
 
 
 def _padded(size: int) -> int:
@@ -63,26 +71,105 @@ def _padded(size: int) -> int:
     return (size + 7) // 8 * 8
 
 
-def _flat_bytes(t: torch.Tensor) -> torch.Tensor:
-    """`t`'s elements as flat uint8 (a view when contiguous)."""
-    return t.contiguous().reshape(-1).view(torch.uint8)
+def _at_least(buffer: Optional[torch.Tensor], nbytes: int,
+              device: torch.device) -> torch.Tensor:
+    """`buffer` when it holds `nbytes` bytes, else a new flat uint8 buffer (kept
+    across calls: its pages are faulted in once, not on every call)."""
+    if buffer is not None and buffer.numel() >= nbytes:
+        return buffer
+    return torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
+
+
+class _Layout:
+    """Where a requester's rows lie. Shared memory: a batch slot (slot_bytes)
+    holds the batch in its final form, the segment of one owner with all B
+    rows. all_to_all: the receive buffer holds one segment per owner, in rank
+    order, of segment(k) bytes for its k rows: the k augmented obs rows, the
+    k augmented next_obs rows, at the next multiple of 8 the small fields
+    (widest element first, so each lands aligned to its element; each
+    [k, *shape]), then padding to a multiple of `unit` = lcm(row bytes, 8):
+    every segment starts at a whole augmented row, so the area's augmented
+    rows of all owners are rows of one [R, *row shape] view, read into draw
+    order by one gather. An owner's segment for requester r lies in the
+    owner's send buffer after its segments for ranks < r."""
+
+    def __init__(self, row_dtype: torch.dtype, row_shape: Tuple[int, ...],
+                 small: List[Tuple[str, torch.dtype, Tuple[int, ...]]]):
+        self.row_dtype, self.row_shape = row_dtype, row_shape
+        self.row_bytes = row_dtype.itemsize * math.prod(row_shape)
+        small = sorted(small, key=lambda f: -f[1].itemsize)  # stable: ties keep their order
+        self.small_fields = [(name, dtype, shape, dtype.itemsize * math.prod(shape))
+                             for name, dtype, shape in small]
+        self.small_bytes = sum(width for *_, width in self.small_fields)
+        self._small_before = [sum(width for *_, width in self.small_fields[:i])
+                              for i in range(len(self.small_fields))]
+        self.unit = math.lcm(self.row_bytes, 8)
+
+    def segment(self, k: int) -> int:
+        if k == 0:
+            return 0
+        end = _padded(2 * k * self.row_bytes) + k * self.small_bytes
+        return -(-end // self.unit) * self.unit
+
+    def slot_bytes(self, batch_size: int) -> int:
+        """The bytes of a shared-memory batch slot: the batch in final form
+        (obs [B, ...], next_obs [B, ...], then the small fields), the segment
+        of one owner holding all B rows, rounded up to whole pages."""
+        end = _padded(2 * batch_size * self.row_bytes) + batch_size * self.small_bytes
+        return -(-end // 4096) * 4096
+
+    def payload(self, k: int) -> int:
+        """The bytes of k rows without padding."""
+        return k * (2 * self.row_bytes + self.small_bytes)
+
+    def big(self, area: torch.Tensor, at: int, k: int, which: int) -> torch.Tensor:
+        """The obs (which=0) or next_obs (1) rows of the k-row segment at byte `at`."""
+        begin = at + which * k * self.row_bytes
+        return (area[begin:begin + k * self.row_bytes].view(self.row_dtype)
+                .view(k, *self.row_shape))
+
+    def small(self, area: torch.Tensor, at: int, k: int, i: int) -> torch.Tensor:
+        """Small field i of the k-row segment at byte `at`."""
+        begin = at + _padded(2 * k * self.row_bytes) + k * self._small_before[i]
+        _, dtype, shape, width = self.small_fields[i]
+        return area[begin:begin + k * width].view(dtype).view(k, *shape)
+
+    def rows(self, area: torch.Tensor) -> torch.Tensor:
+        """Every whole augmented row of the area: [R, *row shape]."""
+        n = area.numel() // self.row_bytes
+        return area[:n * self.row_bytes].view(self.row_dtype).view(n, *self.row_shape)
 
 
 class ShardedReplayBuffer:
     """A ReplayBuffer per rank whose ``sample`` draws from the union of all
     ranks' shards. Constructor arguments are ``obsaug.ReplayBuffer``'s plus
-    ``group`` (default: the default process group); they must be equal on
-    every rank (checked with one all_gather)."""
+    ``group`` (default: the default process group) and ``transport``; they
+    must be equal on every rank (checked with one all_gather).
+
+    ``transport`` carries the sampled rows from their owners to their
+    requesters: ``"shared_memory"`` (each rank maps every rank's receive
+    region in /dev/shm and owners write the rows straight into it; needs
+    every rank on one host and CPU shards), ``"all_to_all"`` (one
+    all_to_all_single; any group, CUDA shards with NCCL), or ``"auto"`` (the
+    default: shared memory where it can work, else all_to_all). The one in
+    use is ``self.transport``."""
 
     def __init__(self, capacity: int, frame_shape: Sequence[int], frame_stack: int = 3,
                  action_shape: Sequence[int] = (), *, group: Optional[Any] = None,
-                 _local: Optional[ReplayBuffer] = None, **options: Any):
+                 transport: str = "auto", _local: Optional[ReplayBuffer] = None,
+                 **options: Any):
         if not (dist.is_available() and dist.is_initialized()):
             raise ValueError("ShardedReplayBuffer needs torch.distributed initialised: call "
                              "torch.distributed.init_process_group first (torchrun sets the "
                              "environment)")
+        if not isinstance(transport, str):
+            raise TypeError(f"transport must be a str, one of {', '.join(_TRANSPORTS)}; got "
+                            f"{type(transport).__name__}")
+        if transport not in _TRANSPORTS:
+            raise ValueError(f"transport must be one of {', '.join(_TRANSPORTS)}, got "
+                             f"{transport!r}")
         self.group = group
-        self.bytes_sent = 0  # to other ranks by collectives so far
+        self.bytes_sent = 0  # to other ranks: by collectives, and into their shared regions
         self.rank = dist.get_rank(group)
         self.world_size = dist.get_world_size(group)
         self.local = _local if _local is not None else ReplayBuffer(
@@ -91,18 +178,58 @@ class ShardedReplayBuffer:
                      self.local.action_shape, str(self.local.action_dtype),
                      self.local.device.type, self.local.n_step, self.local.gamma,
                      self.local.prioritized, self.local.alpha, self.local.beta,
-                     self.local.seed))
-        digests = self._all_gather([_digest(mine), self.local.sample_calls])
-        if len(set(digests[:, 0].tolist())) != 1:
+                     self.local.seed, transport))
+        token = int.from_bytes(os.urandom(8), "little", signed=True)
+        gathered = self._all_gather([_digest(mine), self.local.sample_calls,
+                                     _digest(host_identity()), token])
+        if len(set(gathered[:, 0].tolist())) != 1:
             raise ValueError("ShardedReplayBuffer options differ across ranks: capacity, "
                              "frame_shape, frame_stack, action_shape, action_dtype, device type, "
-                             "n_step, gamma, prioritized, alpha, beta and seed must be equal on "
-                             f"every rank (this rank {self.rank} has {mine})")
-        if len(set(digests[:, 1].tolist())) != 1:
+                             "n_step, gamma, prioritized, alpha, beta, seed and transport must "
+                             f"be equal on every rank (this rank {self.rank} has {mine})")
+        if len(set(gathered[:, 1].tolist())) != 1:
             raise ValueError("the shards' sample counters differ across ranks "
-                             f"({digests[:, 1].tolist()}): load every rank's shard from the "
+                             f"({gathered[:, 1].tolist()}): load every rank's shard from the "
                              "same checkpoint")
+        hosts = len(set(gathered[:, 2].tolist()))
+        on_cpu = self.local.device.type == "cpu"
+        machine = platform.machine()
+        if transport == "shared_memory" and (hosts > 1 or not on_cpu or machine not in _TSO):
+            raise ValueError("transport='shared_memory' needs every rank on one host, the "
+                             "shards on the CPU and an x86-64 machine, got "
+                             f"{hosts} hosts, shards on {self.local.device} and {machine}; "
+                             "use transport='all_to_all' or 'auto'")
+        self.transport_option = transport
+        self.transport = ("shared_memory" if transport != "all_to_all" and hosts == 1 and on_cpu
+                          and machine in _TSO else "all_to_all")
+        self._regions = SharedRegions(group, self.rank, self.world_size,
+                                      int(gathered[0, 3]))  # rank 0's token names the files
+        self._call = 0  # sample calls on this object: the regions' control words count them
+        if self.transport == "shared_memory" and not self._regions.grow(0, 0):
+            self._fall_back()
+        self._send: Optional[torch.Tensor] = None
+        self._recv: Optional[torch.Tensor] = None
+        self._send_sizes: List[int] = []
+        self._row_of: Tuple[Any, Any] = (None, None)
+        self._layout_of: Tuple[Any, Any] = (None, None)
+        self._views: Dict[Tuple[int, ...], Any] = {}
         self._engine_digest: Tuple[Any, int] = (None, 0)
+        self._closed = False
+
+    def close(self) -> None:
+        """Releases the transport's memory (shared regions, send and receive
+        buffers; their /dev/shm files were unlinked when every rank had mapped
+        them). The buffer cannot sample afterwards; its shard stays readable."""
+        self._closed = True
+        self._regions.close()
+        self._send = self._recv = None
+        self._views.clear()
+
+    def __enter__(self) -> "ShardedReplayBuffer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     # --- collectives -------------------------------------------------------------
 
@@ -157,6 +284,8 @@ class ShardedReplayBuffer:
         engine config; returns ``batch_size`` transitions per rank drawn from the
         union of the shards (uniformly, or by priority), as ``ReplayBuffer.sample``
         returns them. ``indices`` are global: ``owner_rank * capacity + slot``."""
+        if self._closed:
+            raise ValueError("this ShardedReplayBuffer is closed; sample from a new one")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int):
             raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
         if batch_size < 1:
@@ -175,11 +304,21 @@ class ShardedReplayBuffer:
         step = native.reserve_steps(1 if share_augmentation else 2) if native else 0
         total, smallest = local.priority_summary()
         engine_seed = native.seed if native else 0
-        stats = self._all_gather([
-            local.num_valid, _as_bits(total), _as_bits(smallest), local.sample_calls,
-            batch_size, engine_seed - (1 << 64) if engine_seed >= 1 << 63 else engine_seed,
-            step - (1 << 64) if step >= 1 << 63 else step,
-            (engine_digest >> 2) * 2 + int(share_augmentation)])
+        layout = self._layout(native)
+        slot = 0
+        if self.transport == "shared_memory":
+            need = layout.slot_bytes(batch_size)
+            # a region about to grow is all free slots (held batches keep the old one)
+            slot = 0 if need > self._regions.slot_bytes else self._regions.free_slot()
+        values = [local.num_valid, _as_bits(total), _as_bits(smallest), local.sample_calls,
+                  batch_size, engine_seed - (1 << 64) if engine_seed >= 1 << 63 else engine_seed,
+                  step - (1 << 64) if step >= 1 << 63 else step,
+                  (engine_digest >> 2) * 2 + int(share_augmentation), slot]
+        self._call += 1
+        if self.transport == "shared_memory":
+            stats = self._regions.exchange(self._call, values)
+        else:
+            stats = self._all_gather(values)
         column = {name: stats[:, i] for i, name in enumerate(_STATS)}
         self._check_agreement(column)
         call = int(column["call"][0]) & ((1 << 64) - 1)
@@ -192,12 +331,29 @@ class ShardedReplayBuffer:
                                   prioritized)
             owners.append(torch.tensor(o, dtype=torch.int64))
             targets.append(torch.tensor(t, dtype=torch.float64))
-        send, send_bytes, layout = self._serve(native, column, owners, targets, batch_size,
-                                               call, mass, share_augmentation)
-        mine = [torch.nonzero(owners[self.rank] == o).flatten() for o in range(self.world_size)]
-        row_bytes = sum(width for _, _, _, width in layout)
-        received = self._all_to_all(send, send_bytes, [_padded(len(p) * row_bytes) for p in mine])
-        out = self._unpack(received, layout, mine, batch_size)
+        # positions[r][o]: the draws of requester r that rank o owns, ascending
+        positions = [[torch.nonzero(own == o).flatten() for o in range(self.world_size)]
+                     for own in owners]
+        shared = (self.transport == "shared_memory"
+                  and self._regions.grow(layout.slot_bytes(batch_size), _HELD_SLOTS + 1))
+        if self.transport == "shared_memory" and not shared:
+            self._fall_back()
+        if shared:
+            self._serve_shared(native, column, positions, targets, batch_size, call, mass,
+                               share_augmentation, layout)
+            # A requester returns its slot once every owner of its draws has marked
+            # this call done (after writing its rows there); an owner writes that slot
+            # again only when the requester publishes it in a later call's values,
+            # which it does only once the caller holds no tensor of this batch.
+            self._regions.mark_done(self._call)
+            self._regions.wait_done(self._call, [o for o in range(self.world_size)
+                                                 if len(positions[self.rank][o])])
+            out = self._batch_in_slot(layout, slot, batch_size)
+        else:
+            counts = [[len(p) for p in row] for row in positions]
+            layout = self._serve(native, column, [p for p in positions], targets, batch_size,
+                                 call, mass, share_augmentation, counts)
+            out = self._receive(layout, counts, positions[self.rank], batch_size)
         if prioritized:
             q_min = min(s for s, t in zip(_from_bits(column["smallest"]).tolist(), mass) if t > 0)
             out["weights"] = (out.pop("weight") / q_min).pow(-b_exp).to(torch.float32)
@@ -222,18 +378,13 @@ class ShardedReplayBuffer:
                              "can be drawn; give some a positive priority with "
                              "update_priorities")
 
-    def _serve(self, native: Optional[Any], column: Dict[str, torch.Tensor],
-               owners: List[torch.Tensor], targets: List[torch.Tensor], batch_size: int,
-               call: int, mass: List[float],
-               share: bool) -> Tuple[torch.Tensor, List[int], List[Tuple[str, torch.dtype,
-                                                                         tuple, int]]]:
-        """This rank's part as owner: the rows of every draw it owns, gathered
-        and augmented with each requester's seed and step. Returns the bytes to
-        send (requester r's segment holds, field after field, its rows in b
-        order), each segment's size, and the fields' (name, dtype, row shape,
-        bytes per row)."""
+    def _owned(self, native: Optional[Any], mine: List[torch.Tensor],
+               targets: List[torch.Tensor], batch_size: int, call: int,
+               mass: List[float]) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        """The draws this rank owns, requester by requester (mine[r]: their
+        positions in r's batch): their sample ids r * B + b and their rows
+        (obs_index, next_index and the small fields, on the shard's device)."""
         local = self.local._native
-        mine = [torch.nonzero(owners[r] == self.rank).flatten() for r in range(self.world_size)]
         ids = torch.cat([r * batch_size + b for r, b in enumerate(mine)])
         if self.local.prioritized:
             fractions = torch.cat([targets[r][b] for r, b in enumerate(mine)])
@@ -243,69 +394,190 @@ class ShardedReplayBuffer:
             slots = local.uniform_slots_for(call, ids.tolist()) if len(ids) else []
         rows = local.rows_at(slots)
         device = self.local.device
+        rows["indices"] = torch.tensor(slots, dtype=torch.int64) + self.rank * self.local.capacity
+        return ids.to(device), {name: t.to(device) for name, t in rows.items()}
+
+    def _serve_shared(self, native: Optional[Any], column: Dict[str, torch.Tensor],
+                      positions: List[List[torch.Tensor]], targets: List[torch.Tensor],
+                      batch_size: int, call: int, mass: List[float], share: bool,
+                      layout: "_Layout") -> None:
+        """This rank's part as owner on the shared-memory transport: the rows of
+        every draw it owns, gathered and augmented with each requester's seed
+        and step, written at their draw positions into the slot the requester
+        published (column["slot"])."""
+        mine = [positions[r][self.rank] for r in range(self.world_size)]
+        ids, rows = self._owned(native, mine, targets, batch_size, call, mass)
         storage = self.local.storage
-        obs_index, next_index = rows["obs_index"].to(device), rows["next_index"].to(device)
-        obs_parts, next_parts = [], []
+        seeds, steps, slots = (column[name].tolist() for name in ("engine_seed", "step", "slot"))
+        start = 0
+        for r, pos in enumerate(mine):
+            k = len(pos)
+            part = slice(start, start + k)
+            start += k
+            if k == 0:
+                continue
+            big, small = self._slot_views(layout, r, slots[r], batch_size)
+            for which, name in enumerate(("obs_index", "next_index")):
+                out = big[which]
+                if native is not None:
+                    step_r = (steps[r] + (which and not share)) & ((1 << 64) - 1)
+                    native.gather_augment_for(storage, rows[name][part],
+                                              seeds[r] & ((1 << 64) - 1), step_r, ids[part],
+                                              out=out, out_rows=pos)
+                else:
+                    out.index_copy_(0, pos, _ops.gather_augment(storage, rows[name][part],
+                                                                ops=[], seed=0, step=0))
+            for (name, *_), view in zip(layout.small_fields, small):
+                view.index_copy_(0, pos, rows[name][part])
+            if r != self.rank:
+                self.bytes_sent += layout.payload(k)
+
+    def _slot_views(self, layout: "_Layout", rank: int, slot: int, batch_size: int
+                    ) -> Tuple[List[torch.Tensor], List[torch.Tensor]]:
+        """The obs and next_obs views, and the small fields' views, of slot
+        `slot` of rank `rank`'s region (the owners' mapping, never the
+        requester's slot tensors, whose use counts tell held batches apart),
+        cached per region generation and layout."""
+        key = (self._regions.generation, rank, slot, batch_size)
+        views = self._views.get(key)
+        if views is None:
+            if len(self._views) > 64 or any(k[0] != key[0] for k in self._views):
+                self._views.clear()
+            area = self._regions.slot(rank, slot)
+            views = ([layout.big(area, 0, batch_size, which) for which in (0, 1)],
+                     [layout.small(area, 0, batch_size, i)
+                      for i in range(len(layout.small_fields))])
+            self._views[key] = views
+        return views
+
+    def _batch_in_slot(self, layout: "_Layout", slot: int,
+                       batch_size: int) -> Dict[str, torch.Tensor]:
+        """This rank's batch: views of its slot (copies when it is the scratch
+        slot, which the next call may overwrite)."""
+        area = self._regions.own_slot(slot)
+        out = {"obs": layout.big(area, 0, batch_size, 0),
+               "next_obs": layout.big(area, 0, batch_size, 1)}
+        for i, (name, *_) in enumerate(layout.small_fields):
+            out[name] = layout.small(area, 0, batch_size, i)
+        if slot == self._regions.slots - 1:
+            out = {name: t.clone() for name, t in out.items()}
+        return out
+
+    def _serve(self, native: Optional[Any], column: Dict[str, torch.Tensor],
+               positions: List[List[torch.Tensor]], targets: List[torch.Tensor],
+               batch_size: int, call: int, mass: List[float], share: bool,
+               counts: List[List[int]]) -> "_Layout":
+        """This rank's part as owner on the all_to_all transport: the rows of
+        every draw it owns, gathered and augmented with each requester's seed
+        and step, written into this rank's send buffer, where _Layout places
+        them. Returns the layout."""
+        mine = [positions[r][self.rank] for r in range(self.world_size)]
+        ids, rows = self._owned(native, mine, targets, batch_size, call, mass)
+        device = self.local.device
+        storage = self.local.storage
+        layout = self._layout(native)
+        # requester r's receive buffer holds owner o's segment at sum(sizes[r][:o]);
+        # this rank's segments go into its send buffer in rank order
+        sizes = [[layout.segment(k) for k in counts[r]] for r in range(self.world_size)]
+        send = [sizes[r][self.rank] for r in range(self.world_size)]
+        self._send = _at_least(self._send, sum(send), device)
+        at = [sum(send[:r]) for r in range(self.world_size)]
         start = 0
         for r, b in enumerate(mine):
             k = len(b)
             part = slice(start, start + k)
             start += k
-            if native is not None:
-                seed_r = int(column["engine_seed"][r]) & ((1 << 64) - 1)
-                step_r = int(column["step"][r]) & ((1 << 64) - 1)
-                ids_r = ids[part].to(device)
-                obs_parts.append(native.gather_augment_for(storage, obs_index[part], seed_r,
-                                                           step_r, ids_r))
-                next_parts.append(native.gather_augment_for(
-                    storage, next_index[part], seed_r, step_r if share else step_r + 1, ids_r))
-            else:
-                obs_parts.append(_ops.gather_augment(storage, obs_index[part], ops=[], seed=0,
-                                                     step=0))
-                next_parts.append(_ops.gather_augment(storage, next_index[part], ops=[], seed=0,
-                                                      step=0))
-        index = torch.tensor(slots, dtype=torch.int64) + self.rank * self.local.capacity
-        fields = [("obs", obs_parts), ("next_obs", next_parts)]
-        for name, t in (("action", rows["action"]), ("reward", rows["reward"]),
-                        ("discount", rows["discount"]), ("indices", index),
-                        ("weight", rows["weight"])):
-            fields.append((name, list(torch.split(t.to(device), [len(b) for b in mine]))))
-        # widest elements first and segments padded to 8 bytes: every field lands aligned
-        fields.sort(key=lambda field: -field[1][0].element_size())
-        layout = [(name, parts[0].dtype, tuple(parts[0].shape[1:]),
-                   _row_elements(parts[0]) * parts[0].element_size()) for name, parts in fields]
-        segments, send_bytes = [], []
-        for r in range(self.world_size):
-            size = sum(parts[r].numel() * parts[r].element_size() for _, parts in fields)
-            segments += [_flat_bytes(parts[r]) for _, parts in fields]
-            segments.append(torch.zeros(_padded(size) - size, dtype=torch.uint8, device=device))
-            send_bytes.append(_padded(size))
-        return torch.cat(segments), send_bytes, layout
+            if k == 0:
+                continue
+            area, base = self._send, at[r]
+            for which, name in enumerate(("obs_index", "next_index")):
+                out = layout.big(area, base, k, which)
+                if native is not None:
+                    seed_r = int(column["engine_seed"][r]) & ((1 << 64) - 1)
+                    step_r = (int(column["step"][r]) + (which and not share)) & ((1 << 64) - 1)
+                    native.gather_augment_for(storage, rows[name][part], seed_r, step_r,
+                                              ids[part], out=out)
+                else:
+                    _ops.gather_augment(storage, rows[name][part], ops=[], seed=0, step=0,
+                                        out=out)
+            for i, (name, *_) in enumerate(layout.small_fields):
+                layout.small(area, base, k, i).copy_(rows[name][part])
+        self._send_sizes = send
+        return layout
 
-    @staticmethod
-    def _unpack(received: torch.Tensor, layout: List[Tuple[str, torch.dtype, tuple, int]],
-                positions: List[torch.Tensor], batch_size: int) -> Dict[str, torch.Tensor]:
-        """The owners' segments (in rank order, see _serve) back into tensors: owner
-        o's rows go to the draws positions[o]."""
-        out = {name: received.new_empty((batch_size, *shape), dtype=dtype)
-               for name, dtype, shape, _ in layout}
-        offset = 0
-        for pos in positions:
+    def _layout(self, native: Optional[Any]) -> "_Layout":
+        """Where the rows of a call lie (one per engine and storage, cached)."""
+        dtype, shape = self._augmented_row(native, self.local.storage)
+        if self._layout_of[0] != (dtype, shape):
+            empty = self.local._native.rows_at([])
+            small = [(name, empty[name].dtype, tuple(empty[name].shape[1:]))
+                     for name in ("action", "reward", "discount")]
+            small += [("indices", torch.int64, ()), ("weight", empty["weight"].dtype, ())]
+            self._layout_of = ((dtype, shape), _Layout(dtype, shape, small))
+            self._views.clear()
+        return self._layout_of[1]
+
+    def _augmented_row(self, native: Optional[Any],
+                       storage: torch.Tensor) -> Tuple[torch.dtype, Tuple[int, ...]]:
+        """The dtype and shape of one augmented stack (the engine's output for this
+        storage: a call on 0 rows, cached per engine)."""
+        key = (native, tuple(storage.shape), storage.dtype)
+        if self._row_of[0] != key:
+            empty = torch.empty((0, self.local.frame_stack), dtype=torch.int64,
+                                device=storage.device)
+            if native is not None:
+                probe = native.gather_augment_for(storage, empty, 0, 0,
+                                                  torch.empty(0, dtype=torch.int64,
+                                                              device=storage.device))
+            else:
+                probe = _ops.gather_augment(storage, empty, ops=[], seed=0, step=0)
+            self._row_of = (key, (probe.dtype, tuple(probe.shape[1:])))
+        return self._row_of[1]
+
+    def _fall_back(self) -> None:
+        """transport="auto" after /dev/shm refused the regions (every rank agreed);
+        "shared_memory" raises."""
+        if self.transport_option == "shared_memory":
+            raise RuntimeError(f"transport='shared_memory' could not set up its regions: "
+                               f"{self._regions.failure}; free space in /dev/shm or use "
+                               "transport='all_to_all'")
+        self.transport = "all_to_all"
+        self.transport_note = f"all_to_all (shared memory failed: {self._regions.failure})"
+        self._regions.close()
+        self._views.clear()
+
+    def _receive(self, layout: "_Layout", counts: List[List[int]],
+                 positions: List[torch.Tensor], batch_size: int) -> Dict[str, torch.Tensor]:
+        """This rank's batch from the all_to_all, in draw order: owner o's rows
+        go to the draws positions[o]. Every tensor returned is a fresh copy (one
+        call per field), never a view of the receive buffer."""
+        sizes = [layout.segment(k) for k in counts[self.rank]]
+        self._recv = _at_least(self._recv, sum(sizes), self.local.device)
+        area = self._recv
+        self.bytes_sent += sum(n for r, n in enumerate(self._send_sizes) if r != self.rank)
+        dist.all_to_all_single(area[:sum(sizes)], self._send[:sum(self._send_sizes)],
+                               sizes, self._send_sizes, group=self.group)
+        device = self.local.device
+        obs_rows = torch.empty(batch_size, dtype=torch.int64)
+        next_rows = torch.empty(batch_size, dtype=torch.int64)
+        small: List[List[torch.Tensor]] = [[] for _ in layout.small_fields]
+        base = 0
+        for pos, size in zip(positions, sizes):
             k = len(pos)
-            end = offset + _padded(k * sum(width for _, _, _, width in layout))
-            for name, dtype, shape, width in layout:
-                part = received[offset:offset + k * width]
-                offset += k * width
-                if k == 0:
-                    continue
-                rows = part.view(dtype).reshape(k, *shape)
-                if received.is_cuda or width < 4096:
-                    out[name].index_copy_(0, pos.to(received.device), rows)
-                else:  # a memcpy per frame stack: CPU index_copy_ goes element by element
-                    target = out[name]
-                    for j, b in enumerate(pos.tolist()):
-                        target[b].copy_(rows[j])
-            offset = end
+            if k:
+                first = base // layout.row_bytes
+                obs_rows[pos] = torch.arange(first, first + k)
+                next_rows[pos] = torch.arange(first + k, first + 2 * k)
+                for i, parts in enumerate(small):
+                    parts.append(layout.small(area, base, k, i))
+            base += size
+        order = torch.argsort(torch.cat(positions)).to(device)
+        rows = layout.rows(area)  # a frame storage [R, S*C, H, W]: gather = copy rows
+        out = {name: _ops.gather_augment(rows, index[:, None].to(device), ops=[], seed=0,
+                                         step=0)
+               for name, index in (("obs", obs_rows), ("next_obs", next_rows))}
+        for (name, _, _, _), parts in zip(layout.small_fields, small):
+            out[name] = torch.cat(parts).index_select(0, order)
         return out
 
     # --- priorities ----------------------------------------------------------------
@@ -368,7 +640,8 @@ class ShardedReplayBuffer:
 
     @classmethod
     def load(cls, path: Union[str, "os.PathLike[str]"], *, group: Optional[Any] = None,
-             device: Optional[Union[str, torch.device]] = None) -> "ShardedReplayBuffer":
+             device: Optional[Union[str, torch.device]] = None,
+             transport: str = "auto") -> "ShardedReplayBuffer":
         """This rank's shard from ``save(path)``; a collective (the options are
         checked equal). A checkpoint of another world size is a ValueError."""
         rank, world = dist.get_rank(group), dist.get_world_size(group)
@@ -384,7 +657,7 @@ class ShardedReplayBuffer:
             raise ValueError(f"{os.fspath(path)} holds no sharded replay checkpoint "
                              f"(no {os.path.basename(folder)} folder)")
         local = ReplayBuffer.load(folder, device=device)
-        return cls(0, (), group=group, _local=local)
+        return cls(0, (), group=group, transport=transport, _local=local)
 
     # --- sizes ---------------------------------------------------------------------
 

@@ -1,8 +1,10 @@
 """One rank of the ShardedReplayBuffer checks (launched by test_sharded_replay.py
-through torchrun, gloo on CPU). ``checks`` runs every check in turn and prints
-``CHECK <name> OK`` after each one that passed (an assertion stops the rank
-with a traceback); ``exits`` / ``stalls`` make rank 1 leave or stop calling and
-print, on rank 0, how long sample() took to raise and what.
+through torchrun, gloo on CPU): ``sharded_worker.py MODE TRANSPORT [TIMEOUT]``,
+every buffer built with ``transport=TRANSPORT``. ``checks`` runs every check in
+turn and prints ``CHECK <name> OK`` after each one that passed (an assertion
+stops the rank with a traceback); ``exits`` / ``stalls`` make rank 1 leave or
+stop calling and print, on rank 0, how long sample() took to raise and what;
+``hosts`` checks the transport choice when the ranks report different hosts.
 
 Shards: rank r's transitions are one episode of env r; frame t of rank r holds
 t % 256, r and t // 256 in pixels [0, 0, 0..2] and noise elsewhere, so any
@@ -11,6 +13,7 @@ every shard's frames, env r's episode after env r-1's, frame t of rank r at
 slot offset[r] + t).
 """
 import datetime
+import glob
 import math
 import os
 import sys
@@ -21,12 +24,14 @@ import torch
 import torch.distributed as dist
 
 import obsaug
+import obsaug.distributed
 from obsaug import ops
 from obsaug.distributed import ShardedReplayBuffer
 
 FRAME = (3, 8, 8)
 CAPACITY = 256
 PIPELINE = [{"op": "shift", "pad": 2}, {"op": "crop", "size": 6}]
+TRANSPORT = "auto"  # main() sets it from the command line
 
 
 def engine_config():
@@ -59,7 +64,7 @@ def fill(buffer, rank, n):
 def sharded(sizes, prioritized=False, **kw):
     rank = dist.get_rank()
     rb = ShardedReplayBuffer(CAPACITY, FRAME, 3, (), prioritized=prioritized, alpha=0.7,
-                             beta=0.5, seed=3, **kw)
+                             beta=0.5, seed=3, transport=TRANSPORT, **kw)
     fill(rb, rank, sizes[rank])
     return rb
 
@@ -208,9 +213,11 @@ def check_matches_oracle(world, prioritized):
                 one.update_priorities([offsets[r] + t], [1.0 + (r * 37 + t) % 11])
     engine = obsaug.Engine(engine_config(), rank=rank, world_size=world)
     B = 10
+    kept = []  # (batch, its clone): later calls must not change a returned batch
     for share in (False, True):
         step = engine.step
         batch = rb.sample(B, augment=engine, share_augmentation=share)
+        kept.append((batch, {key: t.clone() for key, t in batch.items()}))
         rows = oracle_rows(one, offsets, batch["indices"])
         for key in ("action", "reward", "discount"):
             assert torch.equal(batch[key], rows[key]), (key, batch[key], rows[key])
@@ -228,6 +235,9 @@ def check_matches_oracle(world, prioritized):
                                      for i in batch["indices"]])["weight"]
             q_all = one._native.priority_summary()[1]
             assert torch.allclose(batch["weights"], (q / q_all).pow(-0.5).float(), rtol=1e-6)
+    for batch, clone in kept:
+        for key in batch:
+            assert torch.equal(batch[key], clone[key]), f"a later call changed {key}"
     # the owners and slots are the oracle's for the same draws: reproduce them here
     # from the Philox draws (docs/distributed.md) for the next call
     call = rb.local.sample_calls
@@ -293,7 +303,7 @@ def check_checkpoint(world):
     rb.save(root)
     dist.barrier()
     want = [rb.sample(7) for _ in range(2)]
-    back = ShardedReplayBuffer.load(root)
+    back = ShardedReplayBuffer.load(root, transport=TRANSPORT)
     got = [back.sample(7) for _ in range(2)]
     for w, g in zip(want, got):
         for key in w:
@@ -308,6 +318,100 @@ def check_checkpoint(world):
     ok("checkpoint")
 
 
+def shm_files(rb):
+    """This buffer's files in /dev/shm (named by the token every rank agreed on)."""
+    return glob.glob(f"/dev/shm/obsaug-{rb._regions.token:016x}-*")
+
+
+def check_transport_and_bytes(world):
+    """The transport in use, bytes_sent on it, and no /dev/shm file left: the
+    regions' files are unlinked once mapped, and close() drops the mappings."""
+    rank = dist.get_rank()
+    sizes = [40 + 7 * r for r in range(world)]
+    rb = sharded(sizes)
+    want = "all_to_all" if TRANSPORT == "all_to_all" else "shared_memory"
+    assert rb.transport == want, (rb.transport, want)
+    engine = obsaug.Engine(engine_config(), rank=rank, world_size=world)
+    # the stats: an all_gather of int64s, or (shared memory) this rank's own header
+    values = len(obsaug.distributed._STATS)
+    control = 0 if want == "shared_memory" else values * (world - 1) * 8
+    for B in (16, 64, 24):  # 64 grows the regions (a new generation of files)
+        before = rb.bytes_sent
+        batch = rb.sample(B, augment=engine)
+        sent = rb.bytes_sent - before - control
+        # rows this rank owned for the other ranks, and the bytes of one row
+        every = gather_all(batch["indices"])
+        requester = torch.arange(world).repeat_interleave(B)
+        served = int(((every // CAPACITY == rank) & (requester != rank)).sum())
+        row = (2 * batch["obs"][0].nbytes + batch["action"][0].nbytes + batch["reward"][0].nbytes
+               + batch["discount"][0].nbytes + batch["indices"][0].nbytes + 8)  # + weight f64
+        if want == "shared_memory":  # exactly the rows written into other ranks' regions
+            assert sent == served * row, (B, sent, served, row)
+        else:  # the all_to_all's segments: the rows plus padding to whole rows per segment
+            pad = world * (math.lcm(batch["obs"][0].nbytes, 8) + 8)
+            assert served * row <= sent < served * row + pad, (B, sent, served, row)
+        assert shm_files(rb) == [], shm_files(rb)
+    rb.close()
+    expect_value_error(lambda: rb.sample(4), ["closed"], "a closed buffer sampled")
+    assert shm_files(rb) == []
+    engine.close()
+    ok("transport_and_bytes")
+
+
+def check_held_batches(world):
+    """sample returns its batch without a copy (shared memory: views of a batch
+    slot): a batch the caller holds, or any view of it, is never changed by
+    later calls; a released slot is reused, so the regions stay bounded; with
+    every slot held the batch comes back as a copy, still right."""
+    rank = dist.get_rank()
+    sizes = [30 + 5 * r for r in range(world)]
+    rb = sharded(sizes)
+    engine = obsaug.Engine(engine_config(), rank=rank, world_size=world)
+    B = 12
+    held = []  # (a batch or a view of one, its clone)
+    for i in range(40):
+        batch = rb.sample(B, augment=engine)
+        if i % 5 == 0:  # up to 8 batches held: more than the slots, so copies too
+            held.append((batch, {key: t.clone() for key, t in batch.items()}))
+        elif i % 7 == 0:  # only a view of the obs held
+            view = batch["obs"][3:7]
+            held.append(({"obs": view}, {"obs": view.clone()}))
+        del batch
+        for kept, clone in held:
+            for key in kept:
+                assert torch.equal(kept[key], clone[key]), f"call {i} changed a held {key}"
+    big = rb.sample(4 * B, augment=engine)  # larger slots: the regions grow (new files)
+    for kept, clone in held:  # batches in the old regions stay valid
+        for key in kept:
+            assert torch.equal(kept[key], clone[key]), f"growing changed a held {key}"
+    assert big["obs"].shape[0] == 4 * B
+    del big
+    held.clear()
+    if rb.transport == "shared_memory":
+        regions = rb._regions
+        slots = [regions.own_slot(j).data_ptr() for j in range(regions.slots)]
+        capacity, generation = regions.capacity, regions.generation
+        used = set()
+        batch = None
+        for _ in range(50):  # the previous batch is held during each call, then dropped
+            batch = rb.sample(B, augment=engine)
+            used.add(batch["obs"].data_ptr())
+        assert used <= set(slots[:2]), (used, slots)  # two slots take turns, no copy
+        assert (regions.capacity, regions.generation) == (capacity, generation)
+        kept = [batch] + [rb.sample(B, augment=engine) for _ in range(regions.slots - 2)]
+        assert {b["obs"].data_ptr() for b in kept} == set(slots[:-1])
+        copy = rb.sample(B, augment=engine)  # every slot held: a copy of the scratch slot
+        assert copy["obs"].data_ptr() not in slots
+        clone = {key: t.clone() for key, t in copy.items()}
+        rb.sample(B, augment=engine)
+        assert all(torch.equal(copy[key], clone[key]) for key in copy)
+        del kept, batch
+        assert rb.sample(B, augment=engine)["obs"].data_ptr() == slots[0]
+    rb.close()
+    engine.close()
+    ok("held_batches")
+
+
 def run_checks(world):
     check_uniform_union(world)
     check_update_priorities_routing(world)
@@ -317,6 +421,8 @@ def run_checks(world):
     check_empty_shard_and_large_batch(world)
     check_disagreeing_ranks_raise(world)
     check_checkpoint(world)
+    check_transport_and_bytes(world)
+    check_held_batches(world)
 
 
 def run_fault(kind, timeout):
@@ -340,9 +446,39 @@ def run_fault(kind, timeout):
     os._exit(1)
 
 
+def run_hosts():
+    """Every rank reports its own host: "shared_memory" is refused, "auto" picks
+    all_to_all, and sampling works."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    try:  # argument errors: raised before any collective
+        ShardedReplayBuffer(CAPACITY, FRAME, 3, (), transport="nvlink")
+    except ValueError as e:
+        assert "one of auto, all_to_all, shared_memory, got 'nvlink'" in str(e), str(e)
+    else:
+        raise AssertionError("transport='nvlink' was accepted")
+    try:
+        ShardedReplayBuffer(CAPACITY, FRAME, 3, (), transport=1)
+    except TypeError as e:
+        assert "transport must be a str" in str(e), str(e)
+    else:
+        raise AssertionError("transport=1 was accepted")
+    obsaug.distributed.host_identity = lambda: f"host-{rank}"
+    expect_value_error(lambda: ShardedReplayBuffer(CAPACITY, FRAME, 3, (), seed=3,
+                                                   transport="shared_memory"),
+                       ["transport='shared_memory' needs every rank on one host",
+                        f"got {world} hosts"], "shared memory across hosts was accepted")
+    rb = ShardedReplayBuffer(CAPACITY, FRAME, 3, (), seed=3, transport="auto")
+    assert rb.transport == "all_to_all", rb.transport
+    fill(rb, rank, 12)
+    assert rb.sample(8)["obs"].shape == (8, 9, 8, 8)
+    if rank == 0:
+        print("HOSTS OK", flush=True)
+
+
 def main():
-    mode = sys.argv[1]
-    timeout = float(sys.argv[2]) if len(sys.argv) > 2 else 60.0
+    global TRANSPORT
+    mode, TRANSPORT = sys.argv[1], sys.argv[2]
+    timeout = float(sys.argv[3]) if len(sys.argv) > 3 else 60.0
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout))
     if mode == "checks":
         with tempfile.TemporaryDirectory() as tmp:
@@ -351,6 +487,8 @@ def main():
             os.environ["SHARDED_TMP"] = tmp_list[0]
             run_checks(dist.get_world_size())
             dist.barrier()
+    elif mode == "hosts":
+        run_hosts()
     else:
         run_fault(mode, timeout)
     dist.destroy_process_group()

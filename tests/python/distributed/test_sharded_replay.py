@@ -1,9 +1,12 @@
 """obsaug.distributed.ShardedReplayBuffer under torchrun (gloo, CPU) with 2 and
-3 ranks: sharded_worker.py runs the checks on every rank and prints ``CHECK
-<name> OK`` for each one that passed; each test below asserts one of them
-(one torchrun launch per world size, shared by its tests). The fault tests
-launch 2 ranks with a 3-second group timeout: rank 1 exits, or stops calling,
-and rank 0's sample() must raise within the timeout (plus start-up slack)."""
+3 ranks, on both transports (shared memory and all_to_all): sharded_worker.py
+runs the checks on every rank and prints ``CHECK <name> OK`` for each one that
+passed; each test below asserts one of them (one torchrun launch per world
+size and transport, shared by its tests). The fault tests launch 2 ranks with
+a 3-second group timeout: rank 1 exits, or stops calling, and rank 0's
+sample() must raise within the timeout (plus start-up slack); no file is left
+in /dev/shm."""
+import glob
 import os
 import re
 import socket
@@ -19,7 +22,8 @@ from conftest import ROOT
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sharded_worker.py")
 CHECKS = ["uniform_union", "update_priorities_routing", "prioritized_global", "oracle_uniform",
           "oracle_prioritized", "empty_shard_and_large_batch", "disagreeing_ranks_raise",
-          "checkpoint"]
+          "checkpoint", "transport_and_bytes", "held_batches"]
+TRANSPORTS = ["shared_memory", "all_to_all"]
 GROUP_TIMEOUT = 3.0
 
 pytestmark = pytest.mark.skipif(not hasattr(obsaug._C, "shard_draws"),
@@ -44,9 +48,15 @@ def torchrun(nproc, *args, timeout=100):
     return proc.returncode, proc.stdout + proc.stderr
 
 
-@pytest.fixture(scope="module", params=[2, 3], ids=["2ranks", "3ranks"])
+def shm_files():
+    return set(glob.glob("/dev/shm/obsaug-*"))
+
+
+@pytest.fixture(scope="module", params=[(n, t) for n in (2, 3) for t in TRANSPORTS],
+                ids=[f"{n}ranks-{t}" for n in (2, 3) for t in TRANSPORTS])
 def checks_run(request):
-    return torchrun(request.param, "checks")
+    nproc, transport = request.param
+    return torchrun(nproc, "checks", transport)
 
 
 @pytest.mark.parametrize("check", CHECKS)
@@ -61,10 +71,18 @@ def test_every_check_ran_and_the_ranks_exited_cleanly(checks_run):
     assert out.count("CHECK ") == len(CHECKS), out[-6000:]
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("kind", ["exits", "stalls"])
-def test_a_lost_rank_makes_the_others_raise_within_the_timeout(kind):
-    rc, out = torchrun(2, kind, GROUP_TIMEOUT, timeout=60)
+def test_a_lost_rank_makes_the_others_raise_within_the_timeout(kind, transport):
+    before = shm_files()
+    rc, out = torchrun(2, kind, transport, GROUP_TIMEOUT, timeout=60)
     m = re.search(r"FAULT raised (\w+) \(RuntimeError: (\w+)\) after ([\d.]+) s", out)
     assert m, out[-4000:]
     assert m.group(2) == "True", out[-4000:]
     assert float(m.group(3)) < GROUP_TIMEOUT + 5.0, out[-4000:]
+    assert shm_files() - before == set(), "a process that died left files in /dev/shm"
+
+
+def test_ranks_on_different_hosts_refuse_shared_memory_and_auto_picks_all_to_all():
+    rc, out = torchrun(2, "hosts", "auto")
+    assert rc == 0 and "HOSTS OK" in out, out[-4000:]
