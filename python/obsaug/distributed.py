@@ -80,6 +80,16 @@ def _at_least(buffer: Optional[torch.Tensor], nbytes: int,
     return torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
 
 
+def _parts(mine: Sequence[torch.Tensor]):
+    """(requester r, the slice of this owner's rows that are r's) for every r
+    that has any: the owned rows are laid out requester after requester."""
+    start = 0
+    for r, pos in enumerate(mine):
+        if len(pos):
+            yield r, slice(start, start + len(pos))
+        start += len(pos)
+
+
 class _Layout:
     """Where a requester's rows lie. Shared memory: a batch slot (slot_bytes)
     holds the batch in its final form, the segment of one owner with all B
@@ -409,13 +419,8 @@ class ShardedReplayBuffer:
         ids, rows = self._owned(native, mine, targets, batch_size, call, mass)
         storage = self.local.storage
         seeds, steps, slots = (column[name].tolist() for name in ("engine_seed", "step", "slot"))
-        start = 0
-        for r, pos in enumerate(mine):
-            k = len(pos)
-            part = slice(start, start + k)
-            start += k
-            if k == 0:
-                continue
+        for r, part in _parts(mine):
+            pos, k = mine[r], part.stop - part.start
             big, small = self._slot_views(layout, r, slots[r], batch_size)
             for which, name in enumerate(("obs_index", "next_index")):
                 out = big[which]
@@ -482,13 +487,8 @@ class ShardedReplayBuffer:
         send = [sizes[r][self.rank] for r in range(self.world_size)]
         self._send = _at_least(self._send, sum(send), device)
         at = [sum(send[:r]) for r in range(self.world_size)]
-        start = 0
-        for r, b in enumerate(mine):
-            k = len(b)
-            part = slice(start, start + k)
-            start += k
-            if k == 0:
-                continue
+        for r, part in _parts(mine):
+            k = part.stop - part.start
             area, base = self._send, at[r]
             for which, name in enumerate(("obs_index", "next_index")):
                 out = layout.big(area, base, k, which)
