@@ -451,7 +451,7 @@ OBSAUG_CLONES void translate_plane(const T* in, int32_t height, int32_t width,
     gather_simple(bottom_row, c, values + static_cast<int64_t>(y) * width);
 }
 
-// Zero padding written by the gather itself (SampleGeometry::blank_in_gather):
+// Zero padding written by the gather itself (SampleGeometry::gather_zeros):
 // rows with rows[y] set are zeros, and in every other row the first `left`
 // and the last `right` columns. rows == nullptr: none.
 struct GatherZeros {
@@ -693,11 +693,10 @@ struct SampleGeometry {
   // a row below), -1 bottom-up, 0 neither (then the plane is copied first).
   int row_order = 0;
   RowTranslation translation;  // valid when the translation path applies
-  // The gather writes every zero padding itself (gather_zeros; the zero ops
+  // The gather writes every zero padding itself when gather_zeros.rows is set (the zero ops
   // then have nothing left to do): when the gathered plane is the state
   // after the last zero op (zeros_first), the gather runs by rows
   // (gather_plane) and the zero columns are a prefix and a suffix.
-  bool blank_in_gather = false;
   GatherZeros gather_zeros;
 
   // `elem_size`: bytes per pixel of the planes the spans fill; `zeros_first`:
@@ -796,7 +795,6 @@ struct SampleGeometry {
   }
 
   void plan_gather_zeros(bool gathered_by_rows) {
-    blank_in_gather = false;
     gather_zeros = GatherZeros();
     if (!gathered_by_rows) return;
     const int32_t w = static_cast<int32_t>(cols.size());
@@ -807,7 +805,6 @@ struct SampleGeometry {
       if (cols[x].zero_op >= 0) return;  // a zero column inside: the zero ops blank it
     row_zero.resize(rows.size());
     for (size_t y = 0; y < rows.size(); ++y) row_zero[y] = rows[y].zero_op >= 0;
-    blank_in_gather = true;
     gather_zeros.rows = row_zero.data();
     gather_zeros.left = left;
     gather_zeros.right = right;
@@ -969,7 +966,8 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
                        p.out_w, weight);
           }
         } else if ((op.kind == OpKind::kShift && op.zeros) || op.kind == OpKind::kTranslate) {
-          if (!geometry.blank_in_gather) blank(geometry, k, p.out_h, p.out_w, values[c]);
+          if (geometry.gather_zeros.rows == nullptr)
+            blank(geometry, k, p.out_h, p.out_w, values[c]);
         } else if (op.kind == OpKind::kCutout && d.gate) {
           const uint64_t fill =
               fill_pattern(op.fill_color ? In(d.color[(first_channel + c) % 3]) : In(0));
