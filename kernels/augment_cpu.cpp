@@ -204,32 +204,44 @@ inline bool fills_as_blocks(const SimpleColumns& c, int32_t width) {
          (c.left_len == 0 || row_bytes - kFillBytes >= c.left_len * size);
 }
 
-// Sets dst[0, len) (at_end: dst[n - len, n)) to `value` inside a row of n
-// elements, with one 8-byte read-modify-write when the fill is at most 8
-// bytes and the row at least 8 bytes: edge fills of a shift are a few pixels,
-// and a loop or memset call per row costs more than the pixels themselves.
+// Eight bytes of `value` repeated.
+template <typename T>
+uint64_t fill_pattern(T value) {
+  T block[8 / sizeof(T)];
+  for (auto& v : block) v = value;
+  uint64_t word;
+  __builtin_memcpy(&word, block, 8);
+  return word;
+}
+
+// Sets the n bytes at dst to `pattern` (fill_pattern of one value, n a
+// multiple of its size) with stores only, the last one overlapping: edge
+// fills and cutout rows are a few bytes, where a loop or memset call costs
+// more than the pixels, and a read-modify-write of a word would wait for the
+// row's own stores (the gather's) to reach the cache.
+inline void fill_bytes(unsigned char* dst, int64_t n, uint64_t pattern) {
+  if (n >= 8) {
+    int64_t i = 0;
+    for (; i + 8 < n; i += 8) __builtin_memcpy(dst + i, &pattern, 8);
+    __builtin_memcpy(dst + n - 8, &pattern, 8);
+  } else if (n >= 4) {
+    const uint32_t word = static_cast<uint32_t>(pattern);
+    __builtin_memcpy(dst, &word, 4);
+    __builtin_memcpy(dst + n - 4, &word, 4);
+  } else if (n >= 2) {
+    const uint16_t half = static_cast<uint16_t>(pattern);
+    __builtin_memcpy(dst, &half, 2);
+    __builtin_memcpy(dst + n - 2, &half, 2);
+  } else if (n == 1) {
+    *dst = static_cast<unsigned char>(pattern);
+  }
+}
+
+// Sets row[0, len) (at_end: row[n - len, n)) of a row of n elements to `value`.
 template <typename T>
 inline void fill_edge(T* row, int32_t n, int32_t len, T value, bool at_end) {
-  constexpr int64_t kWord = 8;
-  const int64_t fill_bytes = len * static_cast<int64_t>(sizeof(T));
-  if (fill_bytes > kWord || n * static_cast<int64_t>(sizeof(T)) < kWord) {
-    T* d = at_end ? row + n - len : row;
-    for (int32_t i = 0; i < len; ++i) d[i] = value;
-    return;
-  }
-  T pattern[kWord / sizeof(T)];
-  for (auto& v : pattern) v = value;
-  uint64_t fill_word, old_word;
-  __builtin_memcpy(&fill_word, pattern, kWord);
-  unsigned char* window =
-      reinterpret_cast<unsigned char*>(at_end ? row + n : row) - (at_end ? kWord : 0);
-  __builtin_memcpy(&old_word, window, kWord);
-  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "fill_edge assumes little endian");
-  const uint64_t mask = fill_bytes == kWord ? ~0ull
-                        : at_end ? ~(~0ull >> (8 * fill_bytes))  // the window's last bytes
-                                 : (1ull << (8 * fill_bytes)) - 1;
-  const uint64_t word = (old_word & ~mask) | (fill_word & mask);
-  __builtin_memcpy(window, &word, kWord);
+  fill_bytes(reinterpret_cast<unsigned char*>(at_end ? row + n - len : row),
+             static_cast<int64_t>(len) * sizeof(T), fill_pattern(value));
 }
 
 // dst[i] = src[-i] for i < n (a mirrored copy): `lanes(i)` mirrors kLanes
@@ -598,75 +610,37 @@ OBSAUG_CLONES void gray_planes(T* __restrict r, T* __restrict g, T* __restrict b
   }
 }
 
-// Everything about one sample's geometry that every plane and row reuses.
-// Columns [first, end) of a row, in bytes, and how to fill them: a span of
-// at most 8 bytes is one 8-byte read-modify-write of `mask` at `window`
-// (rows of at least 8 bytes), a longer one 8-byte stores, the last one
-// overlapping; `first`/`end` are element indices for rows under 8 bytes.
+// Columns [first, end) of a row, as elements and as bytes.
 struct Span {
   int32_t first, end;  // elements
   int32_t begin_byte, end_byte;
-  int32_t window;  // byte offset of the masked word, or -1
-  uint64_t mask;
 };
 
 // Adds column x, in increasing order, to a list of spans.
 void add_to_spans(int32_t x, std::vector<Span>* spans) {
   if (spans->empty() || spans->back().end != x)
-    spans->push_back(Span{x, x + 1, 0, 0, -1, 0});
+    spans->push_back(Span{x, x + 1, 0, 0});
   else
     ++spans->back().end;
 }
 
-// Fills in the byte fields of `spans` for rows of n elements of `size` bytes.
-void plan_spans(int32_t n, int32_t size, std::vector<Span>* spans) {
-  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "plan_spans assumes little endian");
-  const int32_t row_bytes = n * size;
+// Fills in the byte fields of `spans` for elements of `size` bytes.
+void plan_spans(int32_t size, std::vector<Span>* spans) {
   for (Span& span : *spans) {
     span.begin_byte = span.first * size;
     span.end_byte = span.end * size;
-    const int32_t bytes = span.end_byte - span.begin_byte;
-    span.window = -1;
-    if (bytes > 8 || row_bytes < 8) continue;
-    span.window = std::min(span.begin_byte, row_bytes - 8);
-    const int32_t shift = 8 * (span.begin_byte - span.window);
-    span.mask = (bytes == 8 ? ~0ull : ((1ull << (8 * bytes)) - 1)) << shift;
   }
 }
 
-// Eight bytes of `value` repeated.
+// Sets every span of a row to the value whose fill_pattern is `pattern`.
 template <typename T>
-uint64_t fill_pattern(T value) {
-  T block[8 / sizeof(T)];
-  for (auto& v : block) v = value;
-  uint64_t word;
-  __builtin_memcpy(&word, block, 8);
-  return word;
-}
-
-// Sets every span of a row of n elements to the value whose fill_pattern is
-// `pattern`.
-template <typename T>
-void fill_spans(T* row, int32_t n, const std::vector<Span>& spans, uint64_t pattern) {
+void fill_spans(T* row, const std::vector<Span>& spans, uint64_t pattern) {
   unsigned char* bytes = reinterpret_cast<unsigned char*>(row);
-  for (const Span& span : spans) {
-    if (span.window >= 0) {
-      uint64_t word;
-      __builtin_memcpy(&word, bytes + span.window, 8);
-      word = (word & ~span.mask) | (pattern & span.mask);
-      __builtin_memcpy(bytes + span.window, &word, 8);
-    } else if (n * static_cast<int32_t>(sizeof(T)) < 8) {
-      T value;
-      __builtin_memcpy(&value, &pattern, sizeof(T));
-      for (int32_t x = span.first; x < span.end; ++x) row[x] = value;
-    } else {
-      int32_t at = span.begin_byte;
-      for (; at + 8 < span.end_byte; at += 8) __builtin_memcpy(bytes + at, &pattern, 8);
-      __builtin_memcpy(bytes + span.end_byte - 8, &pattern, 8);
-    }
-  }
+  for (const Span& span : spans)
+    fill_bytes(bytes + span.begin_byte, span.end_byte - span.begin_byte, pattern);
 }
 
+// Everything about one sample's geometry that every plane and row reuses.
 struct SampleGeometry {
   std::vector<AxisTrace> rows;         // [out_h]
   std::vector<int32_t> row_source;     // [out_h] rows[y].source (see fill_blanked)
@@ -719,7 +693,7 @@ struct SampleGeometry {
       for (int32_t x = 0; x < p.out_w; ++x) {
         if (cols[x].zero_op == k) add_to_spans(x, &zero_spans[k]);
       }
-      plan_spans(p.out_w, elem_size, &zero_spans[k]);
+      plan_spans(elem_size, &zero_spans[k]);
     }
     source_swapped = swapped_after(p, draws, -1);
     for (int k = 0; k < p.n_ops; ++k) op_swapped[k] = swapped_after(p, draws, k);
@@ -791,7 +765,7 @@ struct SampleGeometry {
                               : inside(cols[x].at_op[k], d.offset_x, d.size_x);
       if (in) add_to_spans(x, &cut_spans[k]);
     }
-    plan_spans(p.out_w, elem_size, &cut_spans[k]);
+    plan_spans(elem_size, &cut_spans[k]);
   }
 
   void plan_gather_zeros(bool gathered_by_rows) {
@@ -836,7 +810,7 @@ void blank(const SampleGeometry& geometry, int k, int32_t h, int32_t w, T* value
     if (row_zero == k) {
       std::memset(row, 0, sizeof(T) * w);
     } else if (row_zero < k) {
-      fill_spans(row, w, geometry.zero_spans[k], 0);
+      fill_spans(row, geometry.zero_spans[k], 0);
     }
   }
 }
@@ -973,8 +947,8 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
               fill_pattern(op.fill_color ? In(d.color[(first_channel + c) % 3]) : In(0));
           for (const Span& rows : geometry.cut_rows[k]) {
             for (int32_t y = rows.first; y < rows.end; ++y) {
-              fill_spans(values[c] + static_cast<int64_t>(y) * p.out_w, p.out_w,
-                         geometry.cut_spans[k], fill);
+              fill_spans(values[c] + static_cast<int64_t>(y) * p.out_w, geometry.cut_spans[k],
+                         fill);
             }
           }
         }
