@@ -139,6 +139,11 @@ inline void copy_bytes(unsigned char* __restrict dst, const unsigned char* __res
   }
 }
 
+const bool kHasAvx2 = [] {
+  __builtin_cpu_init();  // this initialiser may run before libgcc's own
+  return __builtin_cpu_supports("avx2") != 0;
+}();
+
 // The common column shape [repeat][copy or mirrored copy][repeat] (any chain
 // of shifts, crops, flips and translates), as plain values so the row loop keeps them in registers.
 struct SimpleColumns {
@@ -477,6 +482,88 @@ inline void zero_edges(T* row, int32_t n, const GatherZeros& zeros) {
   if (zeros.right) fill_edge(row, n, zeros.right, T(0), true);
 }
 
+// Whether gather_rows_avx2 can write rows of this shape: uint8 rows of at
+// least 64 bytes whose edge runs (zero padding included) are at most 32
+// bytes, with a middle of at least 32.
+bool rows_as_vectors(const SimpleColumns& c, const GatherZeros& zeros, int32_t width) {
+  const int32_t mid_end = c.mid_dst + c.mid_len;
+  return width >= 64 && c.left_len <= 32 && c.right_len <= 32 && c.mid_len >= 32 &&
+         c.mid_dst == c.left_len &&
+         (c.right_len == 0 ? mid_end == width
+                           : c.right_dst == mid_end && mid_end + c.right_len == width) &&
+         zeros.left <= c.left_len && zeros.right <= c.right_len &&
+         (zeros.left == 0 || c.left_len > 0) && (zeros.right == 0 || c.right_len > 0);
+}
+
+// gather_plane for the simple shape with whole vectors: per row one 32-byte
+// store of the left value at the row's start and one of the right value at
+// its end (their zero-padding bytes masked to 0), then the middle copied or
+// mirrored by 32 bytes, the last move overlapping; the middle overwrites
+// what the edge stores spill. At 84 pixels a row's instructions, not its
+// bytes, are what the gather costs: about 65 per row here against about
+// 130 in the generic loop (callgrind, 88-pixel rows with zero padding).
+__attribute__((target("avx2"))) void gather_rows_avx2(const uint8_t* in, int64_t in_w,
+                                                      const int32_t* row_source, int32_t out_h,
+                                                      int32_t out_w, const SimpleColumns& c,
+                                                      uint8_t* values, int row_order,
+                                                      uint8_t* row_scratch,
+                                                      const GatherZeros& zeros) {
+  const __m256i iota = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                                        17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+  // byte i of the left store is column i, of the right store column out_w - 32 + i
+  const __m256i keep_left =
+      _mm256_cmpgt_epi8(iota, _mm256_set1_epi8(static_cast<char>(zeros.left - 1)));
+  const __m256i keep_right =
+      _mm256_cmpgt_epi8(_mm256_set1_epi8(static_cast<char>(32 - zeros.right)), iota);
+  // bytes reversed within each 128-bit lane; the lanes are swapped after
+  const __m256i reverse = _mm256_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 15,
+                                           14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const int32_t len = c.mid_len;
+  const int32_t last = len - 32;
+  for (int32_t i = 0; i < out_h; ++i) {
+    const int32_t y = row_order < 0 ? out_h - 1 - i : i;
+    const uint8_t* src = in + row_source[y] * in_w;
+    uint8_t* dst = values + static_cast<int64_t>(y) * out_w;
+    if (zeros.rows != nullptr && zeros.rows[y]) {
+      const __m256i zero = _mm256_setzero_si256();
+      for (int32_t x = 0; x + 32 < out_w; x += 32)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + x), zero);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + out_w - 32), zero);
+      continue;
+    }
+    if (row_scratch != nullptr && src == dst) {
+      std::memcpy(row_scratch, src, static_cast<size_t>(in_w));
+      src = row_scratch;
+    }
+    const __m256i left =
+        _mm256_and_si256(_mm256_set1_epi8(static_cast<char>(src[c.left_src])), keep_left);
+    const __m256i right =
+        _mm256_and_si256(_mm256_set1_epi8(static_cast<char>(src[c.right_src])), keep_right);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), left);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + out_w - 32), right);
+    uint8_t* d = dst + c.mid_dst;
+    if (c.mid_mirrored) {
+      const uint8_t* s = src + c.mid_src - 31;  // d[x] = src[mid_src - x]
+      for (int32_t x = 0; x < last; x += 32) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s - x));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + x),
+                            _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, reverse), 0x4E));
+      }
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s - last));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + last),
+                          _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, reverse), 0x4E));
+    } else {
+      const uint8_t* s = src + c.mid_src;
+      for (int32_t x = 0; x < last; x += 32) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + x),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + x)));
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + last),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + last)));
+    }
+  }
+}
+
 // Gathers every output row of one plane: row y of `values` takes input row
 // row_source[y] through `plan`, then gets `zeros`. In place (row_scratch
 // given), rows are written in `row_order` and a row that reads itself is
@@ -487,6 +574,13 @@ OBSAUG_CLONES void gather_plane(const T* in, int64_t in_w, const int32_t* row_so
                                 T* row_scratch, const GatherZeros& zeros) {
   const bool simple = plan.simple;
   const SimpleColumns c = plan.shape;
+  if constexpr (std::is_same<T, uint8_t>::value) {
+    if (kHasAvx2 && simple && rows_as_vectors(c, zeros, out_w)) {
+      gather_rows_avx2(in, in_w, row_source, out_h, out_w, c, values, row_order, row_scratch,
+                       zeros);
+      return;
+    }
+  }
   const bool blocks = simple && fills_as_blocks<T>(c, out_w);
   const int64_t mid_bytes = static_cast<int64_t>(sizeof(T)) * c.mid_len;
   for (int32_t i = 0; i < out_h; ++i) {
@@ -566,11 +660,6 @@ __attribute__((target("avx2"))) void blend_bytes_avx2(uint8_t* __restrict v,
   for (; i < n; ++i) v[i] = blend(v[i], d[i], weight);
 }
 
-const bool kHasAvx2 = [] {
-  __builtin_cpu_init();  // this initialiser may run before libgcc's own
-  return __builtin_cpu_supports("avx2") != 0;
-}();
-
 template <>
 void blend_span<uint8_t>(uint8_t* __restrict v, const uint8_t* __restrict d, int64_t n,
                          uint32_t weight) {
@@ -599,6 +688,45 @@ bool swapped_after(const PipelineDesc& p, const OpDraw* draws, int k) {
   return swapped;
 }
 
+// grayscale_value of 16 pixels with AVX2, as 16-bit lanes in order. Exact:
+// 38470 g does not fit a signed 16-bit factor, so the sum is taken as two
+// pmaddwd of pairs, (r, g) . (19595, 19235) + (g, b) . (19235, 7471), with
+// 2 * 19235 = 38470 (GrayBytes.MatchesGrayscaleValueForEveryInput).
+__attribute__((target("avx2"))) inline __m256i gray16_avx2(const uint8_t* r, const uint8_t* g,
+                                                           const uint8_t* b) {
+  const __m256i w_rg = _mm256_set1_epi32((19235 << 16) | 19595);
+  const __m256i w_gb = _mm256_set1_epi32((7471 << 16) | 19235);
+  const __m256i half = _mm256_set1_epi32(32768);
+  const __m256i r16 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r)));
+  const __m256i g16 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g)));
+  const __m256i b16 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+  // pixels 0-3 and 8-11 (unpacklo), 4-7 and 12-15 (unpackhi); packus_epi32 restores the order
+  const __m256i lo =
+      _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(_mm256_unpacklo_epi16(r16, g16), w_rg),
+                                        _mm256_madd_epi16(_mm256_unpacklo_epi16(g16, b16), w_gb)),
+                       half);
+  const __m256i hi =
+      _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(_mm256_unpackhi_epi16(r16, g16), w_rg),
+                                        _mm256_madd_epi16(_mm256_unpackhi_epi16(g16, b16), w_gb)),
+                       half);
+  return _mm256_packus_epi32(_mm256_srli_epi32(lo, 16), _mm256_srli_epi32(hi, 16));
+}
+
+__attribute__((target("avx2"))) void gray_bytes_avx2(uint8_t* __restrict r, uint8_t* __restrict g,
+                                                     uint8_t* __restrict b, int64_t n) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i v = _mm256_permute4x64_epi64(
+        _mm256_packus_epi16(gray16_avx2(r + i, g + i, b + i),
+                            gray16_avx2(r + i + 16, g + i + 16, b + i + 16)),
+        0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(r + i), v);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(g + i), v);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b + i), v);
+  }
+  for (; i < n; ++i) r[i] = g[i] = b[i] = grayscale_value(r[i], g[i], b[i]);
+}
+
 // grayscale over the three planes of a frame, n pixels each.
 template <typename T>
 OBSAUG_CLONES void gray_planes(T* __restrict r, T* __restrict g, T* __restrict b, int64_t n) {
@@ -608,6 +736,16 @@ OBSAUG_CLONES void gray_planes(T* __restrict r, T* __restrict g, T* __restrict b
     g[i] = gray;
     b[i] = gray;
   }
+}
+
+template <>
+void gray_planes<uint8_t>(uint8_t* __restrict r, uint8_t* __restrict g, uint8_t* __restrict b,
+                          int64_t n) {
+  if (kHasAvx2) {
+    gray_bytes_avx2(r, g, b, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) r[i] = g[i] = b[i] = grayscale_value(r[i], g[i], b[i]);
 }
 
 // Columns [first, end) of a row, as elements and as bytes.
@@ -996,6 +1134,8 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
 void blend_bytes(uint8_t* v, const uint8_t* d, int64_t n, uint32_t weight) {
   blend_span(v, d, n, weight);
 }
+
+void gray_bytes(uint8_t* r, uint8_t* g, uint8_t* b, int64_t n) { gray_planes(r, g, b, n); }
 
 template void augment_cpu<uint8_t, uint8_t>(const PipelineDesc&,
                                             const AugmentBuffers<uint8_t, uint8_t>&);

@@ -96,6 +96,10 @@ void trace_axis_all(const PipelineDesc& p, const OpDraw* draws, int axis, int32_
 // exhaustively against blend() in pipeline.h.
 void blend_bytes(uint8_t* v, const uint8_t* d, int64_t n, uint32_t weight);
 
+// r[i] = g[i] = b[i] = grayscale_value(r[i], g[i], b[i]) for i < n, the
+// same way (AVX2 when available); exposed for the same exhaustive check.
+void gray_bytes(uint8_t* r, uint8_t* g, uint8_t* b, int64_t n);
+
 // Runs `p` on every plane, multi-threaded with at::parallel_for: pipelines
 // with a barrier (random_conv, color_jitter with contrast) through
 // augment_cpu_frames.

@@ -26,6 +26,7 @@
 
 #include "kernels/augment.h"
 #include "kernels/augment_cpu.h"
+#include "kernels/frame_eval.h"
 #include "kernels/output_tensor.h"
 #include "kernels/philox.h"
 #include "kernels/pipeline.h"
@@ -1036,6 +1037,29 @@ TEST(BlendBytes, MatchesBlendForEveryInput) {
     for (int i = 0; i < 65536; ++i) {
       ASSERT_EQ(v[offset + i], blend(x[i], d[i], w))
           << "x=" << int(x[i]) << " d=" << int(d[i]) << " w=" << w;
+    }
+  }
+}
+
+// The vectorized uint8 grayscale (AVX2 where the CPU has it, two pmaddwd
+// per pixel) against grayscale_value() on every (r, g, b), at every offset
+// mod 32 so both the vector body and the scalar tail run.
+TEST(GrayBytes, MatchesGrayscaleValueForEveryInput) {
+  std::vector<uint8_t> r(65536 + 31), g(65536 + 31), b(65536 + 31);
+  for (int blue = 0; blue < 256; ++blue) {
+    const int64_t offset = blue % 32;
+    for (int i = 0; i < 65536; ++i) {
+      r[offset + i] = static_cast<uint8_t>(i & 255);
+      g[offset + i] = static_cast<uint8_t>(i >> 8);
+      b[offset + i] = static_cast<uint8_t>(blue);
+    }
+    gray_bytes(r.data() + offset, g.data() + offset, b.data() + offset, 65536);
+    for (int i = 0; i < 65536; ++i) {
+      const uint8_t want = grayscale_value(
+          static_cast<uint8_t>(i & 255), static_cast<uint8_t>(i >> 8), static_cast<uint8_t>(blue));
+      ASSERT_EQ(r[offset + i], want) << "r=" << (i & 255) << " g=" << (i >> 8) << " b=" << blue;
+      ASSERT_EQ(g[offset + i], want);
+      ASSERT_EQ(b[offset + i], want);
     }
   }
 }
