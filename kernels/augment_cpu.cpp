@@ -295,44 +295,139 @@ bool transpose_small(const T* __restrict plane, int32_t h, int32_t w, int32_t bl
   return true;
 }
 
+// The interleaving steps of the 16 x 16 byte transpose, for one block per
+// 128-bit lane: __m128i (SSE2) and __m256i (AVX2, two blocks side by side).
+inline __m128i unpack_lo(__m128i a, __m128i b, int bits) {
+  switch (bits) {
+    case 8:
+      return _mm_unpacklo_epi8(a, b);
+    case 16:
+      return _mm_unpacklo_epi16(a, b);
+    case 32:
+      return _mm_unpacklo_epi32(a, b);
+    default:
+      return _mm_unpacklo_epi64(a, b);
+  }
+}
+inline __m128i unpack_hi(__m128i a, __m128i b, int bits) {
+  switch (bits) {
+    case 8:
+      return _mm_unpackhi_epi8(a, b);
+    case 16:
+      return _mm_unpackhi_epi16(a, b);
+    case 32:
+      return _mm_unpackhi_epi32(a, b);
+    default:
+      return _mm_unpackhi_epi64(a, b);
+  }
+}
+__attribute__((target("avx2"))) inline __m256i unpack_lo(__m256i a, __m256i b, int bits) {
+  switch (bits) {
+    case 8:
+      return _mm256_unpacklo_epi8(a, b);
+    case 16:
+      return _mm256_unpacklo_epi16(a, b);
+    case 32:
+      return _mm256_unpacklo_epi32(a, b);
+    default:
+      return _mm256_unpacklo_epi64(a, b);
+  }
+}
+__attribute__((target("avx2"))) inline __m256i unpack_hi(__m256i a, __m256i b, int bits) {
+  switch (bits) {
+    case 8:
+      return _mm256_unpackhi_epi8(a, b);
+    case 16:
+      return _mm256_unpackhi_epi16(a, b);
+    case 32:
+      return _mm256_unpackhi_epi32(a, b);
+    default:
+      return _mm256_unpackhi_epi64(a, b);
+  }
+}
+
+// a[r], row r of a 16 x 16 byte block (in each 128-bit lane), becomes a[c],
+// its column c. Written once for both vector widths: the AVX2 caller is
+// `flatten`, so that the unpacks inline into it with its target.
+#pragma GCC diagnostic push
+// The __m256i instance exists only inlined into AVX2 code; GCC warns that
+// its out-of-line ABI would differ without AVX.
+#pragma GCC diagnostic ignored "-Wpsabi"
+template <typename V>
+inline void transpose_16x16(V* a) {
+  V b[16];
+  // Bytes of row pairs, then words of 4 rows, dwords of 8, qwords of 16.
+  for (int i = 0; i < 8; ++i) {
+    b[2 * i] = unpack_lo(a[2 * i], a[2 * i + 1], 8);      // columns 0..7
+    b[2 * i + 1] = unpack_hi(a[2 * i], a[2 * i + 1], 8);  // columns 8..15
+  }
+  for (int i = 0; i < 4; ++i) {       // rows 4i..4i+3
+    for (int h8 = 0; h8 < 2; ++h8) {  // columns 8 h8 ..
+      a[4 * i + 2 * h8] = unpack_lo(b[4 * i + h8], b[4 * i + 2 + h8], 16);
+      a[4 * i + 2 * h8 + 1] = unpack_hi(b[4 * i + h8], b[4 * i + 2 + h8], 16);
+    }
+  }
+  // a[4 i + q]: rows 4i..4i+3 of columns 4q..4q+3, as dwords.
+  for (int i = 0; i < 2; ++i) {  // rows 8i..8i+7
+    for (int q = 0; q < 4; ++q) {
+      b[8 * i + 2 * q] = unpack_lo(a[8 * i + q], a[8 * i + 4 + q], 32);
+      b[8 * i + 2 * q + 1] = unpack_hi(a[8 * i + q], a[8 * i + 4 + q], 32);
+    }
+  }
+  // b[8 i + 2 q + m]: rows 8i..8i+7 of columns 4q+2m, 4q+2m+1, as qwords.
+  for (int j = 0; j < 8; ++j) {
+    a[2 * j] = unpack_lo(b[j], b[8 + j], 64);
+    a[2 * j + 1] = unpack_hi(b[j], b[8 + j], 64);
+  }
+}
+#pragma GCC diagnostic pop
+
+// The uint8 transpose with AVX2: pairs of blocks side by side, 32 columns
+// at a time (the last pair moved back to end at the border).
+__attribute__((target("avx2"), flatten)) void transpose_bytes_avx2(const uint8_t* __restrict plane,
+                                                                   int32_t h, int32_t w,
+                                                                   uint8_t* __restrict cells) {
+  for (int32_t by = 0; by < h; by += 16) {
+    const int32_t y0 = std::min(by, h - 16);
+    for (int32_t bx = 0; bx < w; bx += 32) {
+      const int32_t x0 = std::min(bx, w - 32);
+      __m256i a[16];
+      for (int r = 0; r < 16; ++r) {
+        a[r] = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(plane + static_cast<int64_t>(y0 + r) * w + x0));
+      }
+      transpose_16x16(a);
+      for (int c = 0; c < 16; ++c) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(cells + static_cast<int64_t>(x0 + c) * h + y0),
+                         _mm256_castsi256_si128(a[c]));
+        _mm_storeu_si128(
+            reinterpret_cast<__m128i*>(cells + static_cast<int64_t>(x0 + 16 + c) * h + y0),
+            _mm256_extracti128_si256(a[c], 1));
+      }
+    }
+  }
+}
+
 void transpose_plane(const uint8_t* __restrict plane, int32_t h, int32_t w,
                      uint8_t* __restrict cells) {
   if (transpose_small(plane, h, w, 16, cells)) return;
+  if (kHasAvx2 && w >= 32) {
+    transpose_bytes_avx2(plane, h, w, cells);
+    return;
+  }
   for (int32_t by = 0; by < h; by += 16) {
     const int32_t y0 = std::min(by, h - 16);
     for (int32_t bx = 0; bx < w; bx += 16) {
       const int32_t x0 = std::min(bx, w - 16);
-      __m128i a[16], b[16];
+      __m128i a[16];
       for (int r = 0; r < 16; ++r) {
         a[r] = _mm_loadu_si128(
             reinterpret_cast<const __m128i*>(plane + static_cast<int64_t>(y0 + r) * w + x0));
       }
-      // Bytes of row pairs, then words of 4 rows, dwords of 8, qwords of 16.
-      for (int i = 0; i < 8; ++i) {
-        b[2 * i] = _mm_unpacklo_epi8(a[2 * i], a[2 * i + 1]);      // columns 0..7
-        b[2 * i + 1] = _mm_unpackhi_epi8(a[2 * i], a[2 * i + 1]);  // columns 8..15
-      }
-      for (int i = 0; i < 4; ++i) {       // rows 4i..4i+3
-        for (int h8 = 0; h8 < 2; ++h8) {  // columns 8 h8 ..
-          a[4 * i + 2 * h8] = _mm_unpacklo_epi16(b[4 * i + h8], b[4 * i + 2 + h8]);
-          a[4 * i + 2 * h8 + 1] = _mm_unpackhi_epi16(b[4 * i + h8], b[4 * i + 2 + h8]);
-        }
-      }
-      // a[4 i + q]: rows 4i..4i+3 of columns 4q..4q+3, as dwords.
-      for (int i = 0; i < 2; ++i) {  // rows 8i..8i+7
-        for (int q = 0; q < 4; ++q) {
-          b[8 * i + 2 * q] = _mm_unpacklo_epi32(a[8 * i + q], a[8 * i + 4 + q]);
-          b[8 * i + 2 * q + 1] = _mm_unpackhi_epi32(a[8 * i + q], a[8 * i + 4 + q]);
-        }
-      }
-      // b[8 i + 2 q + m]: rows 8i..8i+7 of columns 4q+2m, 4q+2m+1, as qwords.
-      for (int j = 0; j < 8; ++j) {
-        const __m128i lo = _mm_unpacklo_epi64(b[j], b[8 + j]);
-        const __m128i hi = _mm_unpackhi_epi64(b[j], b[8 + j]);
-        _mm_storeu_si128(
-            reinterpret_cast<__m128i*>(cells + static_cast<int64_t>(x0 + 2 * j) * h + y0), lo);
-        _mm_storeu_si128(
-            reinterpret_cast<__m128i*>(cells + static_cast<int64_t>(x0 + 2 * j + 1) * h + y0), hi);
+      transpose_16x16(a);
+      for (int c = 0; c < 16; ++c) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(cells + static_cast<int64_t>(x0 + c) * h + y0),
+                         a[c]);
       }
     }
   }
