@@ -33,29 +33,25 @@ namespace obsaug {
 namespace {
 
 // Op k's step over every coordinate of the traces. `op.kind` is replaced by
-// the constant kKind, so trace_step's switch folds away inside the loop.
+// the constant kKind, so trace_step's switch folds away and the loop, over
+// arrays, vectorizes.
 template <OpKind kKind>
-void trace_op(OpDesc op, const OpDraw& d, int k, int a, int axis, int32_t n, AxisTrace* traces) {
+OBSAUG_CLONES void trace_op(OpDesc op, const OpDraw& d, int k, int a, int32_t n,
+                            int32_t* __restrict source, int32_t* __restrict zero_op,
+                            int32_t* __restrict at) {
   op.kind = kKind;
-  const uint8_t swapped_bit = static_cast<uint8_t>(a != axis ? 1u << k : 0u);
   for (int32_t i = 0; i < n; ++i) {
-    AxisTrace& t = traces[i];
-    if (t.zero_op >= 0) {
-      t.at_op[k] = 0;
-      continue;
-    }
-    t.at_op[k] = t.source;
-    t.swapped = static_cast<uint8_t>(t.swapped | swapped_bit);
+    const int32_t z = zero_op[i];
+    const int32_t c = source[i];
     bool zeroed = false;
-    t.source = trace_step(op, d, a, t.source, &zeroed);
-    if (zeroed) {
-      t.zero_op = static_cast<int16_t>(k);
-      t.source_swapped = a != axis;
-    }
+    const int32_t next = trace_step(op, d, a, c, &zeroed);
+    at[i] = z >= 0 ? 0 : c;
+    source[i] = z >= 0 ? c : next;
+    zero_op[i] = z < 0 && zeroed ? k : z;
   }
 }
 
-using TraceOp = void (*)(OpDesc, const OpDraw&, int, int, int, int32_t, AxisTrace*);
+using TraceOp = void (*)(OpDesc, const OpDraw&, int, int, int32_t, int32_t*, int32_t*, int32_t*);
 
 TraceOp trace_op_of(OpKind kind) {
   static constexpr TraceOp kByKind[] = {
@@ -73,21 +69,37 @@ TraceOp trace_op_of(OpKind kind) {
 // Op by op over all coordinates: the axis a live coordinate lies on is the
 // same for all of them at every stage, so each op's step runs n times in a row.
 void trace_axis_all(const PipelineDesc& p, const OpDraw* draws, int axis, int32_t n,
-                    AxisTrace* traces) {
-  for (int32_t i = 0; i < n; ++i) {
-    traces[i].source = i;
-    traces[i].zero_op = -1;
-    traces[i].swapped = 0;
-  }
+                    AxisTraces* t) {
+  t->source.resize(n);
+  t->zero_op.assign(n, -1);
+  for (int32_t i = 0; i < n; ++i) t->source[i] = i;
+  t->swapped_ops = 0;
   int a = axis;
   for (int k = p.n_ops - 1; k >= 0; --k) {
     const OpDesc& op = p.ops[k];
     const OpDraw& d = draws[k];
-    trace_op_of(op.kind)(op, d, k, a, axis, n, traces);
+    t->at_op[k].resize(n);
+    if (a != axis) t->swapped_ops = static_cast<uint8_t>(t->swapped_ops | 1u << k);
+    trace_op_of(op.kind)(op, d, k, a, n, t->source.data(), t->zero_op.data(), t->at_op[k].data());
     a = axis_before(op, d, a);
   }
+  t->source_swapped = a != axis;
+}
+
+void trace_axis_all(const PipelineDesc& p, const OpDraw* draws, int axis, int32_t n,
+                    AxisTrace* traces) {
+  AxisTraces t;
+  trace_axis_all(p, draws, axis, n, &t);
   for (int32_t i = 0; i < n; ++i) {
-    if (traces[i].zero_op < 0) traces[i].source_swapped = a != axis;
+    AxisTrace& out = traces[i];
+    const int32_t z = t.zero_op[i];
+    out.source = t.source[i];
+    out.zero_op = static_cast<int16_t>(z);
+    // ops below the blanking one are never reached: no bit, at_op 0
+    const uint32_t reached = z < 0 ? 0xFFu : ~((1u << z) - 1u);
+    out.swapped = static_cast<uint8_t>(t.swapped_ops & reached);
+    out.source_swapped = z < 0 ? t.source_swapped : ((t.swapped_ops >> z) & 1u) != 0;
+    for (int k = 0; k < p.n_ops; ++k) out.at_op[k] = t.at_op[k][i];
   }
 }
 
@@ -225,9 +237,13 @@ uint64_t fill_pattern(T value) {
 // more than the pixels, and a read-modify-write of a word would wait for the
 // row's own stores (the gather's) to reach the cache.
 inline void fill_bytes(unsigned char* dst, int64_t n, uint64_t pattern) {
-  if (n >= 8) {
+  if (n >= 16) {
+    const uint64_t block[2] = {pattern, pattern};
     int64_t i = 0;
-    for (; i + 8 < n; i += 8) __builtin_memcpy(dst + i, &pattern, 8);
+    for (; i + 16 < n; i += 16) __builtin_memcpy(dst + i, block, 16);
+    __builtin_memcpy(dst + n - 16, block, 16);
+  } else if (n >= 8) {
+    __builtin_memcpy(dst, &pattern, 8);
     __builtin_memcpy(dst + n - 8, &pattern, 8);
   } else if (n >= 4) {
     const uint32_t word = static_cast<uint32_t>(pattern);
@@ -875,8 +891,8 @@ void fill_spans(T* row, const std::vector<Span>& spans, uint64_t pattern) {
 
 // Everything about one sample's geometry that every plane and row reuses.
 struct SampleGeometry {
-  std::vector<AxisTrace> rows;         // [out_h]
-  std::vector<int32_t> row_source;     // [out_h] rows[y].source (see fill_blanked)
+  AxisTraces rows;                     // [out_h]
+  std::vector<int32_t> row_source;     // [out_h] rows.source (see fill_blanked)
   ColumnPlan source_columns;           // columns of the pipeline's input
   std::vector<ColumnPlan> op_columns;  // [n_ops] pool columns each overlay reads
   std::vector<bool> op_identity;       // overlay reads pool pixel (y, x) for output (y, x)
@@ -910,21 +926,17 @@ struct SampleGeometry {
   // no value op comes before a zero-padding op.
   void build(const PipelineDesc& p, const OpDraw* draws, int32_t elem_size, bool zeros_first,
              bool in_place) {
-    rows.resize(p.out_h);
-    row_source.resize(p.out_h);
-    trace_axis_all(p, draws, 0, p.out_h, rows.data());
-    for (int32_t y = 0; y < p.out_h; ++y) row_source[y] = rows[y].source;
-    cols.resize(p.out_w);
-    coords.resize(p.out_w);
-    trace_axis_all(p, draws, 1, p.out_w, cols.data());
-    for (int32_t x = 0; x < p.out_w; ++x) coords[x] = cols[x].source;
-    fill_blanked(rows, &row_source);
-    fill_blanked(cols, &coords);
+    trace_axis_all(p, draws, 0, p.out_h, &rows);
+    row_source = rows.source;
+    trace_axis_all(p, draws, 1, p.out_w, &cols);
+    coords = cols.source;
+    fill_blanked(rows.zero_op, &row_source);
+    fill_blanked(cols.zero_op, &coords);
     for (int k = 0; k < p.n_ops; ++k) {
       zero_spans[k].clear();
       if (!p.ops[k].zeros && p.ops[k].kind != OpKind::kTranslate) continue;
       for (int32_t x = 0; x < p.out_w; ++x) {
-        if (cols[x].zero_op == k) add_to_spans(x, &zero_spans[k]);
+        if (cols.zero_op[x] == k) add_to_spans(x, &zero_spans[k]);
       }
       plan_spans(elem_size, &zero_spans[k]);
     }
@@ -937,9 +949,9 @@ struct SampleGeometry {
     source_identity = !source_swapped && p.out_h == p.in_h && p.out_w == p.in_w &&
                       source_runs.size() == 1 && source_runs[0].copy() && source_runs[0].src_x == 0;
     for (int32_t y = 0; y < p.out_h; ++y) {
-      reads_below = reads_below && rows[y].source >= y;
-      reads_above = reads_above && rows[y].source <= y;
-      source_identity = source_identity && rows[y].source == y;
+      reads_below = reads_below && rows.source[y] >= y;
+      reads_above = reads_above && rows.source[y] <= y;
+      source_identity = source_identity && rows.source[y] == y;
     }
     row_order = reads_below ? 1 : (reads_above ? -1 : 0);
     translation = RowTranslation();
@@ -954,10 +966,10 @@ struct SampleGeometry {
       if (p.ops[k].kind != OpKind::kOverlay) continue;
       bool identity = !op_swapped[k] && p.ops[k].out_h == p.out_h && p.ops[k].out_w == p.out_w;
       for (int32_t x = 0; x < p.out_w; ++x) {
-        coords[x] = cols[x].at_op[k];
+        coords[x] = cols.at_op[k][x];
         identity = identity && coords[x] == x;
       }
-      for (int32_t y = 0; y < p.out_h && identity; ++y) identity = rows[y].at_op[k] == y;
+      for (int32_t y = 0; y < p.out_h && identity; ++y) identity = rows.at_op[k][y] == y;
       op_identity[k] = identity;
       if (!identity) op_columns[k].assign(coords);
     }
@@ -968,13 +980,13 @@ struct SampleGeometry {
   // Pixels that zero padding blanks read a neighbour's source instead of
   // their traced 0 (any valid read does: the padding op overwrites them), so
   // that the runs stay [repeat][copy][repeat].
-  static void fill_blanked(const std::vector<AxisTrace>& traces, std::vector<int32_t>* coords) {
-    const int32_t n = static_cast<int32_t>(traces.size());
+  static void fill_blanked(const std::vector<int32_t>& zero_op, std::vector<int32_t>* coords) {
+    const int32_t n = static_cast<int32_t>(zero_op.size());
     int32_t first = 0;
-    while (first < n && traces[first].zero_op >= 0) ++first;
+    while (first < n && zero_op[first] >= 0) ++first;
     if (first == n) return;
     for (int32_t i = 0; i < n; ++i) {
-      if (traces[i].zero_op < 0) continue;
+      if (zero_op[i] < 0) continue;
       (*coords)[i] = i < first ? (*coords)[first] : (*coords)[i - 1];
     }
   }
@@ -989,13 +1001,13 @@ struct SampleGeometry {
     cut_spans[k].clear();
     if (!d.gate) return;
     for (int32_t y = 0; y < p.out_h; ++y) {
-      const bool in = swapped ? inside(rows[y].at_op[k], d.offset_x, d.size_x)
-                              : inside(rows[y].at_op[k], d.offset_y, d.size_y);
+      const bool in = swapped ? inside(rows.at_op[k][y], d.offset_x, d.size_x)
+                              : inside(rows.at_op[k][y], d.offset_y, d.size_y);
       if (in) add_to_spans(y, &cut_rows[k]);
     }
     for (int32_t x = 0; x < p.out_w; ++x) {
-      const bool in = swapped ? inside(cols[x].at_op[k], d.offset_y, d.size_y)
-                              : inside(cols[x].at_op[k], d.offset_x, d.size_x);
+      const bool in = swapped ? inside(cols.at_op[k][x], d.offset_y, d.size_y)
+                              : inside(cols.at_op[k][x], d.offset_x, d.size_x);
       if (in) add_to_spans(x, &cut_spans[k]);
     }
     plan_spans(elem_size, &cut_spans[k]);
@@ -1004,20 +1016,20 @@ struct SampleGeometry {
   void plan_gather_zeros(bool gathered_by_rows) {
     gather_zeros = GatherZeros();
     if (!gathered_by_rows) return;
-    const int32_t w = static_cast<int32_t>(cols.size());
+    const int32_t w = static_cast<int32_t>(cols.zero_op.size());
     int32_t left = 0, right = 0;
-    while (left < w && cols[left].zero_op >= 0) ++left;
-    while (right < w - left && cols[w - 1 - right].zero_op >= 0) ++right;
+    while (left < w && cols.zero_op[left] >= 0) ++left;
+    while (right < w - left && cols.zero_op[w - 1 - right] >= 0) ++right;
     for (int32_t x = left; x < w - right; ++x)
-      if (cols[x].zero_op >= 0) return;  // a zero column inside: the zero ops blank it
-    row_zero.resize(rows.size());
-    for (size_t y = 0; y < rows.size(); ++y) row_zero[y] = rows[y].zero_op >= 0;
+      if (cols.zero_op[x] >= 0) return;  // a zero column inside: the zero ops blank it
+    row_zero.resize(rows.zero_op.size());
+    for (size_t y = 0; y < row_zero.size(); ++y) row_zero[y] = rows.zero_op[y] >= 0;
     gather_zeros.rows = row_zero.data();
     gather_zeros.left = left;
     gather_zeros.right = right;
   }
 
-  std::vector<AxisTrace> cols;  // build() scratch, kept to reuse its storage
+  AxisTraces cols;  // build() scratch, kept to reuse its storage
   std::vector<int32_t> coords;
   std::vector<uint8_t> row_zero;
 };
@@ -1039,7 +1051,7 @@ template <typename T>
 void blank(const SampleGeometry& geometry, int k, int32_t h, int32_t w, T* values) {
   for (int32_t y = 0; y < h; ++y) {
     T* row = values + static_cast<int64_t>(y) * w;
-    const int32_t row_zero = geometry.rows[y].zero_op;
+    const int32_t row_zero = geometry.rows.zero_op[y];
     if (row_zero == k) {
       std::memset(row, 0, sizeof(T) * w);
     } else if (row_zero < k) {
@@ -1167,7 +1179,7 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
             pool_w = op.out_h;
           }
           for (int32_t y = 0; y < p.out_h; ++y) {
-            gather_runs(pool_plane + geometry.rows[y].at_op[k] * pool_w,
+            gather_runs(pool_plane + geometry.rows.at_op[k][y] * pool_w,
                         geometry.op_columns[k].runs, scratch.pool_row.data());
             blend_span(values[c] + static_cast<int64_t>(y) * p.out_w, scratch.pool_row.data(),
                        p.out_w, weight);

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/pipeline.h"
 
@@ -86,8 +87,23 @@ OBSAUG_HD FrameBatch frame_batch(const PipelineDesc& p, const AugmentBuffers<In,
   return f;
 }
 
-// traces[i] = trace_axis(p, draws, axis, i) for every i < n: the CPU's
-// per-sample geometry traces a whole axis at once.
+// The traces of coordinates 0..n-1 on one axis as arrays, what the CPU's
+// per-sample geometry reads: source[i] and zero_op[i] as in AxisTrace, and
+// at_op[k][i] for the ops of the pipeline (0 for ops below zero_op[i]).
+struct AxisTraces {
+  std::vector<int32_t> source;
+  std::vector<int32_t> zero_op;
+  std::vector<int32_t> at_op[kMaxOps];
+  uint8_t swapped_ops = 0;      // bit k: at_op[k] lies on the other axis (for every i)
+  bool source_swapped = false;  // source lies on the other axis (where not zeroed)
+};
+
+// The traces of a whole axis at once, op by op.
+void trace_axis_all(const PipelineDesc& p, const OpDraw* draws, int axis, int32_t n,
+                    AxisTraces* traces);
+
+// traces[i] = trace_axis(p, draws, axis, i) for every i < n, from the arrays
+// above (the tests compare it with trace_axis field by field).
 void trace_axis_all(const PipelineDesc& p, const OpDraw* draws, int axis, int32_t n,
                     AxisTrace* traces);
 
