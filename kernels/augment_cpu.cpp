@@ -311,56 +311,25 @@ bool transpose_small(const T* __restrict plane, int32_t h, int32_t w, int32_t bl
   return true;
 }
 
-// The interleaving steps of the 16 x 16 byte transpose, for one block per
-// 128-bit lane: __m128i (SSE2) and __m256i (AVX2, two blocks side by side).
-inline __m128i unpack_lo(__m128i a, __m128i b, int bits) {
-  switch (bits) {
-    case 8:
-      return _mm_unpacklo_epi8(a, b);
-    case 16:
-      return _mm_unpacklo_epi16(a, b);
-    case 32:
-      return _mm_unpacklo_epi32(a, b);
-    default:
-      return _mm_unpacklo_epi64(a, b);
+// unpack_lo / unpack_hi(a, b, bits): the interleaving steps of the 16 x 16
+// byte transpose, for one block per 128-bit lane: __m128i (SSE2) and
+// __m256i (AVX2, two blocks side by side); P is the intrinsics' prefix.
+#define OBSAUG_UNPACKS(ATTR, V, P)                  \
+  ATTR inline V unpack_lo(V a, V b, int bits) {     \
+    return bits == 8    ? P##_unpacklo_epi8(a, b)   \
+           : bits == 16 ? P##_unpacklo_epi16(a, b)  \
+           : bits == 32 ? P##_unpacklo_epi32(a, b)  \
+                        : P##_unpacklo_epi64(a, b); \
+  }                                                 \
+  ATTR inline V unpack_hi(V a, V b, int bits) {     \
+    return bits == 8    ? P##_unpackhi_epi8(a, b)   \
+           : bits == 16 ? P##_unpackhi_epi16(a, b)  \
+           : bits == 32 ? P##_unpackhi_epi32(a, b)  \
+                        : P##_unpackhi_epi64(a, b); \
   }
-}
-inline __m128i unpack_hi(__m128i a, __m128i b, int bits) {
-  switch (bits) {
-    case 8:
-      return _mm_unpackhi_epi8(a, b);
-    case 16:
-      return _mm_unpackhi_epi16(a, b);
-    case 32:
-      return _mm_unpackhi_epi32(a, b);
-    default:
-      return _mm_unpackhi_epi64(a, b);
-  }
-}
-__attribute__((target("avx2"))) inline __m256i unpack_lo(__m256i a, __m256i b, int bits) {
-  switch (bits) {
-    case 8:
-      return _mm256_unpacklo_epi8(a, b);
-    case 16:
-      return _mm256_unpacklo_epi16(a, b);
-    case 32:
-      return _mm256_unpacklo_epi32(a, b);
-    default:
-      return _mm256_unpacklo_epi64(a, b);
-  }
-}
-__attribute__((target("avx2"))) inline __m256i unpack_hi(__m256i a, __m256i b, int bits) {
-  switch (bits) {
-    case 8:
-      return _mm256_unpackhi_epi8(a, b);
-    case 16:
-      return _mm256_unpackhi_epi16(a, b);
-    case 32:
-      return _mm256_unpackhi_epi32(a, b);
-    default:
-      return _mm256_unpackhi_epi64(a, b);
-  }
-}
+OBSAUG_UNPACKS(, __m128i, _mm)
+OBSAUG_UNPACKS(__attribute__((target("avx2"))), __m256i, _mm256)
+#undef OBSAUG_UNPACKS
 
 // a[r], row r of a 16 x 16 byte block (in each 128-bit lane), becomes a[c],
 // its column c. Written once for both vector widths: the AVX2 caller is
@@ -398,30 +367,53 @@ inline void transpose_16x16(V* a) {
 }
 #pragma GCC diagnostic pop
 
-// The uint8 transpose with AVX2: pairs of blocks side by side, 32 columns
-// at a time (the last pair moved back to end at the border).
+// Row r of the blocks at p (one 16-byte row per 128-bit lane), and the
+// columns c of the transposed blocks stored at cells (the second lane's
+// block 16 columns on, i.e. 16 rows of `cells` further).
+inline __m128i load_block_row(const uint8_t* p, __m128i*) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+}
+__attribute__((target("avx2"))) inline __m256i load_block_row(const uint8_t* p, __m256i*) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+inline void store_block_column(uint8_t* cells, int32_t, __m128i v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(cells), v);
+}
+__attribute__((target("avx2"))) inline void store_block_column(uint8_t* cells, int32_t h,
+                                                               __m256i v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(cells), _mm256_castsi256_si128(v));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(cells + 16 * static_cast<int64_t>(h)),
+                   _mm256_extracti128_si256(v, 1));
+}
+
+// The uint8 transpose by blocks of 16 rows x sizeof(V) columns (one or two
+// 16 x 16 blocks); the last block of a row or column of blocks moves back
+// to end at the border.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"  // as for transpose_16x16
+template <typename V>
+inline void transpose_blocks(const uint8_t* __restrict plane, int32_t h, int32_t w,
+                             uint8_t* __restrict cells) {
+  constexpr int32_t kCols = static_cast<int32_t>(sizeof(V));
+  for (int32_t by = 0; by < h; by += 16) {
+    const int32_t y0 = std::min(by, h - 16);
+    for (int32_t bx = 0; bx < w; bx += kCols) {
+      const int32_t x0 = std::min(bx, w - kCols);
+      V a[16];
+      for (int r = 0; r < 16; ++r)
+        a[r] = load_block_row(plane + static_cast<int64_t>(y0 + r) * w + x0, a);
+      transpose_16x16(a);
+      for (int c = 0; c < 16; ++c)
+        store_block_column(cells + static_cast<int64_t>(x0 + c) * h + y0, h, a[c]);
+    }
+  }
+}
+#pragma GCC diagnostic pop
+
 __attribute__((target("avx2"), flatten)) void transpose_bytes_avx2(const uint8_t* __restrict plane,
                                                                    int32_t h, int32_t w,
                                                                    uint8_t* __restrict cells) {
-  for (int32_t by = 0; by < h; by += 16) {
-    const int32_t y0 = std::min(by, h - 16);
-    for (int32_t bx = 0; bx < w; bx += 32) {
-      const int32_t x0 = std::min(bx, w - 32);
-      __m256i a[16];
-      for (int r = 0; r < 16; ++r) {
-        a[r] = _mm256_loadu_si256(
-            reinterpret_cast<const __m256i*>(plane + static_cast<int64_t>(y0 + r) * w + x0));
-      }
-      transpose_16x16(a);
-      for (int c = 0; c < 16; ++c) {
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(cells + static_cast<int64_t>(x0 + c) * h + y0),
-                         _mm256_castsi256_si128(a[c]));
-        _mm_storeu_si128(
-            reinterpret_cast<__m128i*>(cells + static_cast<int64_t>(x0 + 16 + c) * h + y0),
-            _mm256_extracti128_si256(a[c], 1));
-      }
-    }
-  }
+  transpose_blocks<__m256i>(plane, h, w, cells);
 }
 
 void transpose_plane(const uint8_t* __restrict plane, int32_t h, int32_t w,
@@ -429,23 +421,8 @@ void transpose_plane(const uint8_t* __restrict plane, int32_t h, int32_t w,
   if (transpose_small(plane, h, w, 16, cells)) return;
   if (kHasAvx2 && w >= 32) {
     transpose_bytes_avx2(plane, h, w, cells);
-    return;
-  }
-  for (int32_t by = 0; by < h; by += 16) {
-    const int32_t y0 = std::min(by, h - 16);
-    for (int32_t bx = 0; bx < w; bx += 16) {
-      const int32_t x0 = std::min(bx, w - 16);
-      __m128i a[16];
-      for (int r = 0; r < 16; ++r) {
-        a[r] = _mm_loadu_si128(
-            reinterpret_cast<const __m128i*>(plane + static_cast<int64_t>(y0 + r) * w + x0));
-      }
-      transpose_16x16(a);
-      for (int c = 0; c < 16; ++c) {
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(cells + static_cast<int64_t>(x0 + c) * h + y0),
-                         a[c]);
-      }
-    }
+  } else {
+    transpose_blocks<__m128i>(plane, h, w, cells);
   }
 }
 
