@@ -16,6 +16,16 @@
 #              test_cuda_host.py (the host-side CUDA code, docs/cuda.md), and
 #              `-k cuda` of tests/python/engine/test_pool.py and
 #              tests/python/replay/test_replay.py
+#   nccl       the ShardedReplayBuffer checks on CUDA shards over NCCL:
+#              OBSAUG_SHARD_DEVICE=cuda torchrun --standalone --nproc_per_node 1
+#              tests/python/distributed/sharded_worker.py checks all_to_all
+#              (log appended to pytest.log). One rank only: NCCL (>= 2.5)
+#              refuses two ranks on one GPU ("Duplicate GPU detected"), so the
+#              2-rank NCCL run needs 2 GPUs; one rank still runs the CUDA
+#              path (all_gather, all_to_all, CUDA tensors), the single shard
+#              against the CPU oracle, update_priorities, a checkpoint round
+#              trip and the transport choice. The multi-rank checks print
+#              SKIP lines; they run with gloo in tests/python/distributed.
 #   bench      benchmarks/bench_ops.py --device cuda (9x84x84 and 4x84x84)
 #   sanitizer  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #              on tests/python/kernels/cuda_sanitizer_workload.py (probed
@@ -260,6 +270,25 @@ else
   [ "$P_RC" -eq 0 ] && P_RC=$K_RC
   record pytest "$(status_of "$P_RC")" "$(detail_of "$P_RC" $((P_S + STEP_S))) $P_LINE; -k cuda: $(grep -E '(passed|failed|error|deselected)' "$PYTEST_LOG" | tail -1)"
   [ "$P_RC" -ne 0 ] && show_tail "$PYTEST_LOG"
+fi
+
+# --------------------------------------------------------------- nccl --
+# Appends to pytest.log (the 8 files in $OUT). The group timeout (30 s) is
+# under the step's limit, so a stuck collective raises and shows its traceback.
+if [ "$BUILT" -ne 1 ] || [ "$HAVE_GPU" -ne 1 ]; then
+  record nccl SKIP "(no build or no GPU)"
+elif ! "$PY" -c "import obsaug, sys; sys.exit(0 if hasattr(obsaug._C, 'shard_draws') else 1)" >>"$PYTEST_LOG" 2>&1; then
+  record nccl SKIP "(obsaug was built without the replay buffer)"
+elif ! "$PY" -c "import torch.distributed as d, sys; sys.exit(0 if d.is_available() and d.is_nccl_available() else 1)" >>"$PYTEST_LOG" 2>&1; then
+  record nccl SKIP "(torch.distributed has no NCCL in $PY)"
+else
+  run_step nccl "$PYTEST_LOG" 60 env OBSAUG_SHARD_DEVICE=cuda OMP_NUM_THREADS=1 \
+    "$PY" -m torch.distributed.run --standalone --nproc_per_node 1 \
+    "$ROOT/tests/python/distributed/sharded_worker.py" checks all_to_all 30
+  N_OK=$(sed -n '/^== nccl: /,$p' "$PYTEST_LOG" | grep -c '^CHECK .* OK')
+  N_SKIP=$(sed -n '/^== nccl: /,$p' "$PYTEST_LOG" | grep -c '^SKIP ')
+  record nccl "$(status_of "$STEP_RC")" "$(detail_of "$STEP_RC" "$STEP_S") 1 rank: $N_OK checks OK, $N_SKIP multi-rank parts skipped"
+  [ "$STEP_RC" -ne 0 ] && show_tail "$PYTEST_LOG"
 fi
 
 # -------------------------------------------------------------- bench --

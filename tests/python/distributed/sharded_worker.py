@@ -1,10 +1,17 @@
-"""One rank of the ShardedReplayBuffer checks (launched by test_sharded_replay.py
-through torchrun, gloo on CPU): ``sharded_worker.py MODE TRANSPORT [TIMEOUT]``,
-every buffer built with ``transport=TRANSPORT``. ``checks`` runs every check in
-turn and prints ``CHECK <name> OK`` after each one that passed (an assertion
-stops the rank with a traceback); ``exits`` / ``stalls`` make rank 1 leave or
-stop calling and print, on rank 0, how long sample() took to raise and what;
-``hosts`` checks the transport choice when the ranks report different hosts.
+"""One rank of the ShardedReplayBuffer checks, launched through torchrun:
+``sharded_worker.py MODE TRANSPORT [TIMEOUT]``, every buffer built with
+``transport=TRANSPORT``. ``checks`` runs every check in turn and prints
+``CHECK <name> OK`` after each one that passed (an assertion stops the rank
+with a traceback); ``exits`` / ``stalls`` make rank 1 leave or stop calling and
+print, on rank 0, how long sample() took to raise and what; ``hosts`` checks
+the transport choice when the ranks report different hosts.
+
+The shards' device comes from the environment: OBSAUG_SHARD_DEVICE=cpu (the
+default: gloo, CPU shards; test_sharded_replay.py) or cuda (NCCL, rank r's
+shard and engine on cuda:LOCAL_RANK; scripts/gpu_check.sh runs ``checks``
+with one rank, as NCCL refuses two ranks on one GPU). With one rank, what
+needs several ranks (a check, a part of one, the exits / stalls / hosts modes)
+prints ``SKIP <what>: <reason>`` instead; the oracles stay on the CPU.
 
 Shards: rank r's transitions are one episode of env r; frame t of rank r holds
 t % 256, r and t // 256 in pixels [0, 0, 0..2] and noise elsewhere, so any
@@ -32,10 +39,11 @@ FRAME = (3, 8, 8)
 CAPACITY = 256
 PIPELINE = [{"op": "shift", "pad": 2}, {"op": "crop", "size": 6}]
 TRANSPORT = "auto"  # main() sets it from the command line
+DEVICE = "cpu"  # main() sets it from OBSAUG_SHARD_DEVICE: "cpu" or "cuda:LOCAL_RANK"
 
 
 def engine_config():
-    return {"device": "cpu", "seed": 5, "frames": {"stack": 3, "channels": 3, "height": 8,
+    return {"device": DEVICE, "seed": 5, "frames": {"stack": 3, "channels": 3, "height": 8,
                                                    "width": 8},
             "pipeline": PIPELINE, "output": {"dtype": "uint8"}}
 
@@ -51,10 +59,11 @@ def frames_of(rank, n):
 
 
 def fill(buffer, rank, n):
-    """n frames of one episode of env `rank` (n - 1 valid transitions), ending terminated."""
+    """n frames of one episode of env `rank` (n - 1 valid transitions), ending
+    terminated, on the buffer's device."""
     if n == 0:
         return
-    f = frames_of(rank, n)
+    f = frames_of(rank, n).to(buffer.device)
     buffer.add_first(f[0], env=rank)
     for t in range(1, n):
         buffer.add(float(rank * 1000 + t), float(t) / 7 + rank, f[t], terminated=(t == n - 1),
@@ -64,7 +73,7 @@ def fill(buffer, rank, n):
 def sharded(sizes, prioritized=False, **kw):
     rank = dist.get_rank()
     rb = ShardedReplayBuffer(CAPACITY, FRAME, 3, (), prioritized=prioritized, alpha=0.7,
-                             beta=0.5, seed=3, transport=TRANSPORT, **kw)
+                             beta=0.5, seed=3, transport=TRANSPORT, device=DEVICE, **kw)
     fill(rb, rank, sizes[rank])
     return rb
 
@@ -79,9 +88,11 @@ def oracle(sizes, prioritized=False):
 
 
 def gather_all(t):
+    """Every rank's `t` (on the shards' device), concatenated, on the CPU."""
+    t = t.to(DEVICE)
     out = [torch.empty_like(t) for _ in range(dist.get_world_size())]
     dist.all_gather(out, t)
-    return torch.cat(out)
+    return torch.cat(out).cpu()
 
 
 def wilson_hilferty(df, z=4.265):  # the chi-square quantile at p ~ 1e-5
@@ -109,6 +120,11 @@ def ok(name):
     dist.barrier()
 
 
+def skip(name, reason):
+    if dist.get_rank() == 0:
+        print(f"SKIP {name}: {reason}", flush=True)
+
+
 # --- checks ----------------------------------------------------------------------
 
 def check_uniform_union(world):
@@ -120,10 +136,14 @@ def check_uniform_union(world):
     every = gather_all(got)
     owner, slot = every // CAPACITY, every % CAPACITY
     n_total = sum(valid)
-    shard_counts = torch.bincount(owner, minlength=world).double()
-    expected = torch.tensor(valid, dtype=torch.float64) / n_total * len(every)
-    stat = chi_square(shard_counts, expected)
-    assert stat < wilson_hilferty(world - 1), ("which shard", shard_counts, expected, stat)
+    if world > 1:
+        shard_counts = torch.bincount(owner, minlength=world).double()
+        expected = torch.tensor(valid, dtype=torch.float64) / n_total * len(every)
+        stat = chi_square(shard_counts, expected)
+        assert stat < wilson_hilferty(world - 1), ("which shard", shard_counts, expected, stat)
+    else:
+        skip("uniform_union's chi-square over shards", "one rank holds the only shard")
+        assert bool((owner == 0).all()), "an owner other than the only rank"
     offsets = [sum(valid[:r]) for r in range(world)]
     assert bool((slot < torch.tensor(valid)[owner]).all()), "a slot beyond its shard's valid ones"
     flat = torch.tensor(offsets)[owner] + slot
@@ -152,13 +172,13 @@ def check_update_priorities_routing(world):
     set_priorities(rb, sizes, world)
     rank = dist.get_rank()
     slots = list(range(sizes[rank] - 1))
-    q = rb.local._native.rows_at(slots)["weight"]
+    q = rb.local._native.rows_at(slots)["weight"].cpu()
     want = torch.tensor([(1.0 + (rank * 37 + t) % 11) ** 0.7 for t in slots], dtype=torch.float64)
     assert torch.allclose(q, want, rtol=1e-12), (rank, q, want)
     # every rank updates one transition of its right neighbour: only that one changes
     target = (rank + 1) % world
     rb.update_priorities(torch.tensor([target * CAPACITY + 2]), torch.tensor([50.0 + rank]))
-    q = rb.local._native.rows_at(slots)["weight"]
+    q = rb.local._native.rows_at(slots)["weight"].cpu()
     want[2] = (50.0 + (rank - 1) % world) ** 0.7
     assert torch.allclose(q, want, rtol=1e-12), (rank, q, want)
     # a rejected call on one rank changes nothing anywhere and raises on every rank
@@ -166,7 +186,7 @@ def check_update_priorities_routing(world):
     words = "finite and >= 0" if rank == world - 1 else f"rejected on rank {world - 1}"
     expect_value_error(lambda: rb.update_priorities(torch.tensor([0]), bad), [words],
                        "a negative priority was accepted")
-    q2 = rb.local._native.rows_at(slots)["weight"]
+    q2 = rb.local._native.rows_at(slots)["weight"].cpu()
     assert torch.equal(q2, q), "a rejected update changed priorities"
     ok("update_priorities_routing")
 
@@ -187,10 +207,10 @@ def check_prioritized_global(world):
     stat = chi_square(counts, expected)
     assert stat < wilson_hilferty(len(q) - 1), ("proportional", stat)
     # importance weights: (q_i / q_min)^-beta with the global minimum
-    mine = torch.cat([b["indices"] for b in batches])
+    mine = torch.cat([b["indices"] for b in batches]).cpu()
     mine_flat = torch.tensor(offsets)[mine // CAPACITY] + mine % CAPACITY
     want = (q[mine_flat] / q.min()).pow(-0.5).float()
-    got = torch.cat([b["weights"] for b in batches])
+    got = torch.cat([b["weights"] for b in batches]).cpu()
     assert torch.allclose(got, want, rtol=1e-6), "importance weights"
     ok("prioritized_global")
 
@@ -218,9 +238,10 @@ def check_matches_oracle(world, prioritized):
         step = engine.step
         batch = rb.sample(B, augment=engine, share_augmentation=share)
         kept.append((batch, {key: t.clone() for key, t in batch.items()}))
-        rows = oracle_rows(one, offsets, batch["indices"])
+        got = {key: t.cpu() for key, t in batch.items()}
+        rows = oracle_rows(one, offsets, got["indices"])
         for key in ("action", "reward", "discount"):
-            assert torch.equal(batch[key], rows[key]), (key, batch[key], rows[key])
+            assert torch.equal(got[key], rows[key]), (key, got[key], rows[key])
         # the oracle's augmentation: this rank's rows of one batch of world * B rows,
         # row b_global = rank * B + b, with this rank's engine seed and step
         for key, index, s in (("obs", "obs_index", step),
@@ -229,12 +250,12 @@ def check_matches_oracle(world, prioritized):
             full = torch.zeros((world * B, 9, 8, 8), dtype=torch.uint8)
             full[rank * B:(rank + 1) * B] = stacks
             want = ops.augment(full, ops=PIPELINE, seed=5 + rank, step=s)[rank * B:(rank + 1) * B]
-            assert torch.equal(batch[key], want), (key, share)
+            assert torch.equal(got[key], want), (key, share)
         if prioritized:
             q = one._native.rows_at([offsets[int(i) // CAPACITY] + int(i) % CAPACITY
-                                     for i in batch["indices"]])["weight"]
+                                     for i in got["indices"]])["weight"]
             q_all = one._native.priority_summary()[1]
-            assert torch.allclose(batch["weights"], (q / q_all).pow(-0.5).float(), rtol=1e-6)
+            assert torch.allclose(got["weights"], (q / q_all).pow(-0.5).float(), rtol=1e-6)
     for batch, clone in kept:
         for key in batch:
             assert torch.equal(batch[key], clone[key]), f"a later call changed {key}"
@@ -267,7 +288,12 @@ def check_matches_oracle(world, prioritized):
 
 def check_empty_shard_and_large_batch(world):
     rank = dist.get_rank()
-    sizes = [0] + [6 + r for r in range(1, world)]  # rank 0 holds nothing
+    if world > 1:
+        sizes = [0] + [6 + r for r in range(1, world)]  # rank 0 holds nothing
+    else:
+        skip("empty_shard_and_large_batch's empty shard among full ones",
+             "one rank holds the only shard")
+        sizes = [7]
     rb = sharded(sizes)
     n_total = sum(n - 1 for n in sizes if n)
     B = 20 * n_total + 1  # more draws than transitions: with replacement, all drawn
@@ -275,7 +301,7 @@ def check_empty_shard_and_large_batch(world):
     batch = rb.sample(B, augment=engine)
     assert batch["obs"].shape == (B, 9, 6, 6) and batch["next_obs"].shape == (B, 9, 6, 6)
     owners = (batch["indices"] // CAPACITY).tolist()
-    assert 0 not in owners, "an empty shard was drawn from"
+    assert all(sizes[o] > 0 for o in owners), "an empty shard was drawn from"
     assert len(set(batch["indices"].tolist())) == n_total, "not every transition drawn"
     engine.close()
     # every shard empty: a ValueError on every rank
@@ -286,6 +312,9 @@ def check_empty_shard_and_large_batch(world):
 
 
 def check_disagreeing_ranks_raise(world):
+    if world == 1:
+        skip("disagreeing_ranks_raise", "one rank cannot disagree with another")
+        return
     rank = dist.get_rank()
     rb = sharded([8] * world)
     expect_value_error(lambda: rb.sample(4 + rank), ["batch_size must be equal on every rank"],
@@ -303,7 +332,7 @@ def check_checkpoint(world):
     rb.save(root)
     dist.barrier()
     want = [rb.sample(7) for _ in range(2)]
-    back = ShardedReplayBuffer.load(root, transport=TRANSPORT)
+    back = ShardedReplayBuffer.load(root, transport=TRANSPORT, device=DEVICE)
     got = [back.sample(7) for _ in range(2)]
     for w, g in zip(want, got):
         for key in w:
@@ -325,11 +354,23 @@ def shm_files(rb):
 
 def check_transport_and_bytes(world):
     """The transport in use, bytes_sent on it, and no /dev/shm file left: the
-    regions' files are unlinked once mapped, and close() drops the mappings."""
+    regions' files are unlinked once mapped, and close() drops the mappings.
+    CUDA shards: "shared_memory" is refused and "auto" picks all_to_all."""
     rank = dist.get_rank()
     sizes = [40 + 7 * r for r in range(world)]
+    on_cpu = torch.device(DEVICE).type == "cpu"
+    if not on_cpu:
+        expect_value_error(lambda: ShardedReplayBuffer(CAPACITY, FRAME, 3, (), seed=3,
+                                                       transport="shared_memory",
+                                                       device=DEVICE),
+                           ["transport='shared_memory' needs", f"shards on {DEVICE}"],
+                           "shared memory with CUDA shards was accepted")
+        auto = ShardedReplayBuffer(CAPACITY, FRAME, 3, (), seed=3, transport="auto",
+                                   device=DEVICE)
+        assert auto.transport == "all_to_all", auto.transport
+        auto.close()
     rb = sharded(sizes)
-    want = "all_to_all" if TRANSPORT == "all_to_all" else "shared_memory"
+    want = "all_to_all" if TRANSPORT == "all_to_all" or not on_cpu else "shared_memory"
     assert rb.transport == want, (rb.transport, want)
     engine = obsaug.Engine(engine_config(), rank=rank, world_size=world)
     # the stats: an all_gather of int64s, or (shared memory) this rank's own header
@@ -464,10 +505,10 @@ def run_hosts():
         raise AssertionError("transport=1 was accepted")
     obsaug.distributed.host_identity = lambda: f"host-{rank}"
     expect_value_error(lambda: ShardedReplayBuffer(CAPACITY, FRAME, 3, (), seed=3,
-                                                   transport="shared_memory"),
+                                                   transport="shared_memory", device=DEVICE),
                        ["transport='shared_memory' needs every rank on one host",
                         f"got {world} hosts"], "shared memory across hosts was accepted")
-    rb = ShardedReplayBuffer(CAPACITY, FRAME, 3, (), seed=3, transport="auto")
+    rb = ShardedReplayBuffer(CAPACITY, FRAME, 3, (), seed=3, transport="auto", device=DEVICE)
     assert rb.transport == "all_to_all", rb.transport
     fill(rb, rank, 12)
     assert rb.sample(8)["obs"].shape == (8, 9, 8, 8)
@@ -475,12 +516,42 @@ def run_hosts():
         print("HOSTS OK", flush=True)
 
 
+def shard_device():
+    """The shards' device from OBSAUG_SHARD_DEVICE ("cpu", the default, or "cuda":
+    cuda:LOCAL_RANK); exits with a message, before any collective, when it
+    cannot be used."""
+    name = os.environ.get("OBSAUG_SHARD_DEVICE", "cpu")
+    if name == "cpu":
+        return "cpu"
+    if name != "cuda":
+        sys.exit(f"OBSAUG_SHARD_DEVICE must be cpu or cuda, got {name!r}")
+    if not torch.cuda.is_available():
+        sys.exit("OBSAUG_SHARD_DEVICE=cuda needs a CUDA GPU, but torch.cuda.is_available() "
+                 "is False; unset it to run on the CPU with gloo")
+    if not obsaug.built_with_cuda:
+        sys.exit("OBSAUG_SHARD_DEVICE=cuda needs obsaug built with CUDA "
+                 "(obsaug.built_with_cuda is False)")
+    local_rank, count = int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
+    if local_rank >= count:
+        sys.exit(f"OBSAUG_SHARD_DEVICE=cuda: LOCAL_RANK {local_rank} has no GPU of its own "
+                 f"({count} visible); NCCL needs one GPU per rank")
+    return f"cuda:{local_rank}"
+
+
 def main():
-    global TRANSPORT
+    global TRANSPORT, DEVICE
     mode, TRANSPORT = sys.argv[1], sys.argv[2]
     timeout = float(sys.argv[3]) if len(sys.argv) > 3 else 60.0
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout))
-    if mode == "checks":
+    DEVICE = shard_device()
+    if DEVICE == "cpu":
+        backend = "gloo"
+    else:
+        backend = "nccl"
+        torch.cuda.set_device(DEVICE)
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
+    if mode != "checks" and dist.get_world_size() == 1:
+        skip(mode, "needs 2 ranks or more (one rank has no peer to lose or to differ from)")
+    elif mode == "checks":
         with tempfile.TemporaryDirectory() as tmp:
             tmp_list = [tmp]
             dist.broadcast_object_list(tmp_list, src=0)  # one folder for every rank
