@@ -327,8 +327,18 @@ bool transpose_small(const T* __restrict plane, int32_t h, int32_t w, int32_t bl
            : bits == 32 ? P##_unpackhi_epi32(a, b)  \
                         : P##_unpackhi_epi64(a, b); \
   }
+// GCC compiles the __m256i instances of the templates below inlined into
+// an AVX2 function (flatten); clang checks each instance's vector ABI on its
+// own and refuses them, so its builds (the fuzzing one) keep the SSE2 path.
+#if defined(__clang__)
+#define OBSAUG_AVX2_TRANSPOSE 0
+#else
+#define OBSAUG_AVX2_TRANSPOSE 1
+#endif
 OBSAUG_UNPACKS(, __m128i, _mm)
+#if OBSAUG_AVX2_TRANSPOSE
 OBSAUG_UNPACKS(__attribute__((target("avx2"))), __m256i, _mm256)
+#endif
 #undef OBSAUG_UNPACKS
 
 // a[r], row r of a 16 x 16 byte block (in each 128-bit lane), becomes a[c],
@@ -373,11 +383,12 @@ inline void transpose_16x16(V* a) {
 inline __m128i load_block_row(const uint8_t* p, __m128i*) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
 }
-__attribute__((target("avx2"))) inline __m256i load_block_row(const uint8_t* p, __m256i*) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
 inline void store_block_column(uint8_t* cells, int32_t, __m128i v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(cells), v);
+}
+#if OBSAUG_AVX2_TRANSPOSE
+__attribute__((target("avx2"))) inline __m256i load_block_row(const uint8_t* p, __m256i*) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 __attribute__((target("avx2"))) inline void store_block_column(uint8_t* cells, int32_t h,
                                                                __m256i v) {
@@ -385,6 +396,7 @@ __attribute__((target("avx2"))) inline void store_block_column(uint8_t* cells, i
   _mm_storeu_si128(reinterpret_cast<__m128i*>(cells + 16 * static_cast<int64_t>(h)),
                    _mm256_extracti128_si256(v, 1));
 }
+#endif
 
 // The uint8 transpose by blocks of 16 rows x sizeof(V) columns (one or two
 // 16 x 16 blocks); the last block of a row or column of blocks moves back
@@ -410,20 +422,24 @@ inline void transpose_blocks(const uint8_t* __restrict plane, int32_t h, int32_t
 }
 #pragma GCC diagnostic pop
 
+#if OBSAUG_AVX2_TRANSPOSE
 __attribute__((target("avx2"), flatten)) void transpose_bytes_avx2(const uint8_t* __restrict plane,
                                                                    int32_t h, int32_t w,
                                                                    uint8_t* __restrict cells) {
   transpose_blocks<__m256i>(plane, h, w, cells);
 }
+#endif
 
 void transpose_plane(const uint8_t* __restrict plane, int32_t h, int32_t w,
                      uint8_t* __restrict cells) {
   if (transpose_small(plane, h, w, 16, cells)) return;
+#if OBSAUG_AVX2_TRANSPOSE
   if (kHasAvx2 && w >= 32) {
     transpose_bytes_avx2(plane, h, w, cells);
-  } else {
-    transpose_blocks<__m128i>(plane, h, w, cells);
+    return;
   }
+#endif
+  transpose_blocks<__m128i>(plane, h, w, cells);
 }
 
 void transpose_plane(const float* __restrict plane, int32_t h, int32_t w, float* __restrict cells) {
