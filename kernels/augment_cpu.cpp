@@ -816,8 +816,10 @@ __attribute__((target("avx2"))) inline __m256i gray16_avx2(const uint8_t* r, con
   return _mm256_packus_epi32(_mm256_srli_epi32(lo, 16), _mm256_srli_epi32(hi, 16));
 }
 
-__attribute__((target("avx2"))) void gray_bytes_avx2(uint8_t* __restrict r, uint8_t* __restrict g,
-                                                     uint8_t* __restrict b, int64_t n) {
+// The first multiple of 32 pixels of gray_planes; returns how many.
+__attribute__((target("avx2"))) int64_t gray_bytes_avx2(uint8_t* __restrict r,
+                                                        uint8_t* __restrict g,
+                                                        uint8_t* __restrict b, int64_t n) {
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const __m256i v = _mm256_permute4x64_epi64(
@@ -828,7 +830,7 @@ __attribute__((target("avx2"))) void gray_bytes_avx2(uint8_t* __restrict r, uint
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(g + i), v);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(b + i), v);
   }
-  for (; i < n; ++i) r[i] = g[i] = b[i] = grayscale_value(r[i], g[i], b[i]);
+  return i;
 }
 
 // grayscale over the three planes of a frame, n pixels each.
@@ -845,11 +847,8 @@ OBSAUG_CLONES void gray_planes(T* __restrict r, T* __restrict g, T* __restrict b
 template <>
 void gray_planes<uint8_t>(uint8_t* __restrict r, uint8_t* __restrict g, uint8_t* __restrict b,
                           int64_t n) {
-  if (kHasAvx2) {
-    gray_bytes_avx2(r, g, b, n);
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) r[i] = g[i] = b[i] = grayscale_value(r[i], g[i], b[i]);
+  for (int64_t i = kHasAvx2 ? gray_bytes_avx2(r, g, b, n) : 0; i < n; ++i)
+    r[i] = g[i] = b[i] = grayscale_value(r[i], g[i], b[i]);
 }
 
 // Columns [first, end) of a row, as elements and as bytes.
