@@ -510,6 +510,52 @@ RowTranslation find_translation(const std::vector<int32_t>& row_source, int32_t 
   return t;
 }
 
+// Bytes that the next units will read, prefetched a few cache lines per row
+// while this plane's rows are gathered: the next input plane, and this
+// plane's share of the next sample's distractor image. The hardware
+// prefetchers stop at 4 KiB pages, so without this the first rows of every
+// plane wait for memory; spread over the rows, rather than issued at once,
+// the prefetches do not stall the gather (BENCHMARKS.md, "Read-ahead").
+class ReadAhead {
+ public:
+  enum Stream { kInput, kPool, kStreams };
+
+  // The streams are spread over `rows` calls of row().
+  explicit ReadAhead(int32_t rows) : rows_(std::max(rows, 1)) {}
+
+  void set(Stream s, const void* begin, int64_t bytes) {
+    if (begin == nullptr || bytes <= 0) return;
+    const uintptr_t at = reinterpret_cast<uintptr_t>(begin);
+    at_[s] = at & ~(kLine - 1);
+    end_[s] = at + static_cast<uintptr_t>(bytes);
+    const int64_t lines = static_cast<int64_t>((end_[s] - at_[s] + kLine - 1) / kLine);
+    per_row_[s] = static_cast<uintptr_t>((lines + rows_ - 1) / rows_);
+  }
+
+  // Prefetches the next cache lines of each stream, its share of one row.
+  void row() {
+    advance(kInput);
+    advance(kPool);
+  }
+
+ private:
+  // asm volatile: GCC deletes a loop whose body is only __builtin_prefetch
+  static void prefetch_line(const char* at) { asm volatile("prefetcht0 %0" : : "m"(*at)); }
+
+  void advance(Stream s) {
+    uintptr_t at = at_[s];
+    const uintptr_t end = std::min(end_[s], at + per_row_[s] * kLine);
+    for (; at < end; at += kLine) prefetch_line(reinterpret_cast<const char*>(at));
+    at_[s] = at;
+  }
+
+  static constexpr uintptr_t kLine = 64;
+  int64_t rows_;
+  uintptr_t at_[kStreams] = {0, 0};   // the next line to prefetch
+  uintptr_t end_[kStreams] = {0, 0};  // one past the stream's last byte
+  uintptr_t per_row_[kStreams] = {0, 0};  // lines
+};
+
 template <typename T>
 inline void gather_simple(const T* __restrict src, const SimpleColumns& c, T* __restrict dst) {
   const T left = src[c.left_src];
@@ -526,7 +572,8 @@ inline void gather_simple(const T* __restrict src, const SimpleColumns& c, T* __
 template <typename T>
 OBSAUG_CLONES void translate_plane(const T* in, int32_t height, int32_t width,
                                    const SimpleColumns& columns, const RowTranslation& t, T* values,
-                                   T* scratch, T* edges) {
+                                   T* scratch, T* edges, ReadAhead& ahead) {
+  for (int32_t y = 0; y < height; ++y) ahead.row();
   const SimpleColumns c = columns;
   T* top_row = scratch;
   T* bottom_row = scratch + width;
@@ -603,15 +650,32 @@ bool rows_as_vectors(const SimpleColumns& c, const GatherZeros& zeros, int32_t w
 // store of the left value at the row's start and one of the right value at
 // its end (their zero-padding bytes masked to 0), then the middle copied or
 // mirrored by 32 bytes, the last move overlapping; the middle overwrites
-// what the edge stores spill. At 84 pixels a row's instructions, not its
-// bytes, are what the gather costs: about 65 per row here against about
+// what the edge stores spill. A middle of at most four vectors (84-pixel
+// frames: three) is loaded whole before the row's first store, so a row may
+// read itself in place with no copy. At 84 pixels a row's instructions, not
+// its bytes, are what the gather costs: about 65 per row here against about
 // 130 in the generic loop (callgrind, 88-pixel rows with zero padding).
-__attribute__((target("avx2"))) void gather_rows_avx2(const uint8_t* in, int64_t in_w,
-                                                      const int32_t* row_source, int32_t out_h,
-                                                      int32_t out_w, const SimpleColumns& c,
-                                                      uint8_t* values, int row_order,
-                                                      uint8_t* row_scratch,
-                                                      const GatherZeros& zeros) {
+template <bool kMirrored>
+__attribute__((target("avx2"))) inline __m256i middle_vector(const uint8_t* src,
+                                                             const SimpleColumns& c, int32_t x) {
+  if (!kMirrored) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + c.mid_src + x));
+  // d[x] = src[mid_src - x]: bytes reversed within each 128-bit lane, then the lanes swapped
+  const __m256i reverse = _mm256_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 15,
+                                           14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + c.mid_src - 31 - x));
+  return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, reverse), 0x4E);
+}
+
+// The rows of one plane (see gather_rows_avx2), with the middle mirrored or not.
+template <bool kMirrored>
+__attribute__((target("avx2"))) inline void gather_rows_by_vectors(
+    const uint8_t* in, int64_t in_w, const int32_t* row_source, int32_t out_h, int32_t out_w,
+    const SimpleColumns& columns, uint8_t* values, int row_order, uint8_t* row_scratch,
+    const GatherZeros& zeros, ReadAhead& read_ahead) {
+  // copies: the byte stores could alias the caller's
+  const SimpleColumns c = columns;
+  ReadAhead ahead = read_ahead;
+  const uint8_t* zero_rows = zeros.rows;
   const __m256i iota = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
                                         17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
   // byte i of the left store is column i, of the right store column out_w - 32 + i
@@ -619,52 +683,67 @@ __attribute__((target("avx2"))) void gather_rows_avx2(const uint8_t* in, int64_t
       _mm256_cmpgt_epi8(iota, _mm256_set1_epi8(static_cast<char>(zeros.left - 1)));
   const __m256i keep_right =
       _mm256_cmpgt_epi8(_mm256_set1_epi8(static_cast<char>(32 - zeros.right)), iota);
-  // bytes reversed within each 128-bit lane; the lanes are swapped after
-  const __m256i reverse = _mm256_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 15,
-                                           14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-  const int32_t len = c.mid_len;
-  const int32_t last = len - 32;
-  for (int32_t i = 0; i < out_h; ++i) {
-    const int32_t y = row_order < 0 ? out_h - 1 - i : i;
+  const int32_t last = c.mid_len - 32;
+  const int32_t at1 = std::min(32, last);
+  const int32_t at2 = std::min(64, last);
+  const bool whole = last <= 96;  // the middle fits four vectors, loaded before any store
+  const int32_t step = row_order < 0 ? -1 : 1;
+  int32_t y = row_order < 0 ? out_h - 1 : 0;
+  for (int32_t i = 0; i < out_h; ++i, y += step) {
     const uint8_t* src = in + row_source[y] * in_w;
     uint8_t* dst = values + static_cast<int64_t>(y) * out_w;
-    if (zeros.rows != nullptr && zeros.rows[y]) {
+    uint8_t* mid = dst + c.mid_dst;
+    ahead.row();
+    if (zero_rows != nullptr && zero_rows[y]) {
       const __m256i zero = _mm256_setzero_si256();
       for (int32_t x = 0; x + 32 < out_w; x += 32)
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + x), zero);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + out_w - 32), zero);
       continue;
     }
-    if (row_scratch != nullptr && src == dst) {
-      std::memcpy(row_scratch, src, static_cast<size_t>(in_w));
-      src = row_scratch;
-    }
     const __m256i left =
         _mm256_and_si256(_mm256_set1_epi8(static_cast<char>(src[c.left_src])), keep_left);
     const __m256i right =
         _mm256_and_si256(_mm256_set1_epi8(static_cast<char>(src[c.right_src])), keep_right);
+    if (whole) {
+      const __m256i m0 = middle_vector<kMirrored>(src, c, 0);
+      const __m256i m1 = middle_vector<kMirrored>(src, c, at1);
+      const __m256i m2 = middle_vector<kMirrored>(src, c, at2);
+      const __m256i m3 = middle_vector<kMirrored>(src, c, last);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), left);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + out_w - 32), right);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(mid), m0);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(mid + at1), m1);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(mid + at2), m2);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(mid + last), m3);
+      continue;
+    }
+    if (row_scratch != nullptr && src == dst) {
+      std::memcpy(row_scratch, src, static_cast<size_t>(in_w));
+      src = row_scratch;
+    }
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), left);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + out_w - 32), right);
-    uint8_t* d = dst + c.mid_dst;
-    if (c.mid_mirrored) {
-      const uint8_t* s = src + c.mid_src - 31;  // d[x] = src[mid_src - x]
-      for (int32_t x = 0; x < last; x += 32) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s - x));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + x),
-                            _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, reverse), 0x4E));
-      }
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s - last));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + last),
-                          _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, reverse), 0x4E));
-    } else {
-      const uint8_t* s = src + c.mid_src;
-      for (int32_t x = 0; x < last; x += 32) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + x),
-                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + x)));
-      }
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + last),
-                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + last)));
-    }
+    for (int32_t x = 0; x < last; x += 32)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(mid + x), middle_vector<kMirrored>(src, c, x));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(mid + last),
+                        middle_vector<kMirrored>(src, c, last));
+  }
+}
+
+__attribute__((target("avx2"))) void gather_rows_avx2(const uint8_t* in, int64_t in_w,
+                                                      const int32_t* row_source, int32_t out_h,
+                                                      int32_t out_w, const SimpleColumns& c,
+                                                      uint8_t* values, int row_order,
+                                                      uint8_t* row_scratch,
+                                                      const GatherZeros& zeros,
+                                                      ReadAhead& ahead) {
+  if (c.mid_mirrored) {
+    gather_rows_by_vectors<true>(in, in_w, row_source, out_h, out_w, c, values, row_order,
+                                 row_scratch, zeros, ahead);
+  } else {
+    gather_rows_by_vectors<false>(in, in_w, row_source, out_h, out_w, c, values, row_order,
+                                  row_scratch, zeros, ahead);
   }
 }
 
@@ -675,13 +754,14 @@ __attribute__((target("avx2"))) void gather_rows_avx2(const uint8_t* in, int64_t
 template <typename T>
 OBSAUG_CLONES void gather_plane(const T* in, int64_t in_w, const int32_t* row_source, int32_t out_h,
                                 int32_t out_w, const ColumnPlan& plan, T* values, int row_order,
-                                T* row_scratch, const GatherZeros& zeros) {
+                                T* row_scratch, const GatherZeros& zeros,
+                                ReadAhead& ahead) {
   const bool simple = plan.simple;
   const SimpleColumns c = plan.shape;
   if constexpr (std::is_same<T, uint8_t>::value) {
     if (kHasAvx2 && simple && rows_as_vectors(c, zeros, out_w)) {
       gather_rows_avx2(in, in_w, row_source, out_h, out_w, c, values, row_order, row_scratch,
-                       zeros);
+                       zeros, ahead);
       return;
     }
   }
@@ -689,6 +769,7 @@ OBSAUG_CLONES void gather_plane(const T* in, int64_t in_w, const int32_t* row_so
   const int64_t mid_bytes = static_cast<int64_t>(sizeof(T)) * c.mid_len;
   for (int32_t i = 0; i < out_h; ++i) {
     const int32_t y = row_order < 0 ? out_h - 1 - i : i;
+    ahead.row();
     const T* src = in + row_source[y] * in_w;
     T* dst = values + static_cast<int64_t>(y) * out_w;
     if (zeros.rows != nullptr && zeros.rows[y]) {
@@ -743,8 +824,21 @@ __attribute__((target("avx2"))) void blend_bytes_avx2(uint8_t* __restrict v,
     std::memcpy(v, d, static_cast<size_t>(n));
     return;
   }
-  const __m256i w = _mm256_set1_epi16(static_cast<int16_t>(weight << 7));
   int64_t i = 0;
+  if (weight == kWeightOne / 2) {  // (128 x + 128 d + 128) >> 8 == (x + d + 1) >> 1, pavgb
+    for (; i + 32 <= n; i += 32) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i));
+      const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d + i));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + i), _mm256_avg_epu8(x, y));
+    }
+    if (i + 16 <= n) {
+      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i));
+      const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(d + i));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(v + i), _mm_avg_epu8(x, y));
+      i += 16;
+    }
+  }
+  const __m256i w = _mm256_set1_epi16(static_cast<int16_t>(weight << 7));
   for (; i + 32 <= n; i += 32) {
     const __m256i x_lo =
         _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i)));
@@ -965,7 +1059,14 @@ struct SampleGeometry {
       op_identity[k] = identity;
       if (!identity) op_columns[k].assign(coords);
     }
-    plan_gather_zeros(zeros_first && !translation.valid && !(in_place && source_identity));
+    plan_gather_zeros(zeros_first && !(in_place && source_identity));
+    // uint8 rows that gather_rows_avx2 writes cost fewer instructions by rows
+    // than as one translated block with its edges fixed row by row
+    if (translation.valid && elem_size == 1 && kHasAvx2 &&
+        rows_as_vectors(source_columns.shape, gather_zeros, p.out_w)) {
+      translation.valid = false;
+    }
+    if (translation.valid) gather_zeros = GatherZeros();
   }
 
  private:
@@ -1061,17 +1162,17 @@ bool has_barrier(const PipelineDesc& p) {
 // Writes the output layout of input plane `in` (the geometric ops) into `values`.
 template <typename In>
 void gather_source(const PipelineDesc& p, const SampleGeometry& geometry, const In* in,
-                   bool in_place, In* values, Scratch<In>* scratch) {
+                   bool in_place, In* values, Scratch<In>* scratch, ReadAhead& ahead) {
   if (geometry.source_swapped) {
     transpose_plane(in, p.in_h, p.in_w, scratch->in_plane.data());
     gather_plane(scratch->in_plane.data(), p.in_h, geometry.row_source.data(), p.out_h, p.out_w,
                  geometry.source_columns, values, 1, static_cast<In*>(nullptr),
-                 geometry.gather_zeros);
+                 geometry.gather_zeros, ahead);
   } else if (in_place && geometry.source_identity) {
     // nothing to move
   } else if (geometry.translation.valid) {
     translate_plane(in, p.out_h, p.out_w, geometry.source_columns.shape, geometry.translation,
-                    values, scratch->rows.data(), scratch->edges.data());
+                    values, scratch->rows.data(), scratch->edges.data(), ahead);
   } else {
     if (in_place && geometry.row_order == 0) {
       std::memcpy(scratch->in_plane.data(), in, sizeof(In) * p.in_h * p.in_w);
@@ -1079,7 +1180,7 @@ void gather_source(const PipelineDesc& p, const SampleGeometry& geometry, const 
     }
     gather_plane(in, p.in_w, geometry.row_source.data(), p.out_h, p.out_w, geometry.source_columns,
                  values, in_place ? geometry.row_order : 1,
-                 in_place ? scratch->rows.data() : nullptr, geometry.gather_zeros);
+                 in_place ? scratch->rows.data() : nullptr, geometry.gather_zeros, ahead);
   }
 }
 
@@ -1132,9 +1233,11 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
     if (!direct) scratch.values.resize(group * out_plane);
     if (mixes) scratch.jitter_rows.resize(3 * static_cast<size_t>(p.out_w));
     OpDraw draws[kMaxOps];
+    OpDraw next_draws[kMaxOps];  // the next sample's, drawn ahead for ReadAhead
     In* values[kMaxMixedChannels];
     int64_t drawn_sample = -1;
     int64_t drawn_frame = -1;
+    bool next_drawn = false;
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t first_plane = unit * group;
       const int64_t sample = first_plane / buf.channels;
@@ -1142,12 +1245,40 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
       const int64_t frame = channel / p.frame_channels;
       const int32_t first_channel = static_cast<int32_t>(channel % p.frame_channels);
       if (sample != drawn_sample) {
-        draw_pipeline(p, counter_sample(buf, sample), 0, draws);
+        if (next_drawn && sample == drawn_sample + 1) {
+          std::copy(next_draws, next_draws + p.n_ops, draws);
+        } else {
+          draw_pipeline(p, counter_sample(buf, sample), 0, draws);
+        }
+        next_drawn = (sample + 1) * buf.channels < end * group;
+        if (next_drawn) draw_pipeline(p, counter_sample(buf, sample + 1), 0, next_draws);
         // geometry never depends on the frame
         geometry.build(p, draws, sizeof(In), zeros_first, in_place);
         drawn_sample = sample;
         drawn_frame = 0;
       }
+      // What the next unit reads, for plane c of this one: the plane `group`
+      // ahead and this plane's share of the next sample's distractor images.
+      const auto read_ahead = [&](int64_t c) {
+        ReadAhead ahead(p.out_h);
+        const int64_t next_plane = first_plane + c + group;
+        if (next_plane < end * group) {
+          ahead.set(ReadAhead::kInput, input_plane(p, buf, next_plane),
+                    sizeof(In) * p.in_h * p.in_w);
+        }
+        for (int k = 0; next_drawn && k < p.n_ops; ++k) {
+          const OpDesc& op = p.ops[k];
+          if (op.kind != OpKind::kOverlay || op.per_frame) continue;
+          const int64_t image = static_cast<int64_t>(p.frame_channels) * op.out_h * op.out_w;
+          const int64_t share_begin = image * (channel + c) / buf.channels;
+          const int64_t share_end = image * (channel + c + 1) / buf.channels;
+          ahead.set(ReadAhead::kPool,
+                    buf.pool + pool_offset(p, op, next_draws[k].image, 0, 0, 0) + share_begin,
+                    share_end - share_begin);
+          break;  // one distractor stream: the first overlay's
+        }
+        return ahead;
+      };
       if (any_per_frame && frame != drawn_frame) {
         draw_pipeline(p, counter_sample(buf, sample), static_cast<uint32_t>(frame), draws);
         drawn_frame = frame;
@@ -1201,8 +1332,9 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
             values[c] = direct ? reinterpret_cast<In*>(
                                      buf.out + output_plane(buf, sample, channel + c) * out_plane)
                                : scratch.values.data() + c * out_plane;
+            ReadAhead ahead = read_ahead(c);
             gather_source(p, geometry, input_plane(p, buf, first_plane + c), in_place, values[c],
-                          &scratch);
+                          &scratch, ahead);
           }
           for (int k = next; k < end; ++k) plane_op(k, c);
           if (end == p.n_ops && !direct) {

@@ -1018,25 +1018,32 @@ TEST(TraceAxisAll, EqualsTraceAxisForEveryCoordinate) {
   EXPECT_GT(swapped, 1000);
 }
 
-// The vectorized uint8 blend (AVX2 where the CPU has it) is an algebraic
-// rewrite of blend(); check it on every (x, d, w), at every offset mod 32 so
-// both the vector body and the scalar tail are exercised.
+// The vectorized uint8 blend (AVX2 where the CPU has it; pavgb at w = 128)
+// is an algebraic rewrite of blend(); check it on every (x, d, w), at every
+// offset mod 32, and at lengths 65536 + extra, extra = w % 48 and 31, so the
+// 32-byte body, the 16-byte step and the scalar tail all run for every w.
 TEST(BlendBytes, MatchesBlendForEveryInput) {
-  std::vector<uint8_t> x(65536 + 31), d(65536 + 31), v;
-  for (int i = 0; i < 65536; ++i) {
+  constexpr int64_t kPairs = 65536;
+  std::vector<uint8_t> x(kPairs + 47), d(kPairs + 47), v, dd;
+  for (int64_t i = 0; i < kPairs + 47; ++i) {
     x[i] = static_cast<uint8_t>(i & 255);
-    d[i] = static_cast<uint8_t>(i >> 8);
+    d[i] = static_cast<uint8_t>((i >> 8) & 255);
   }
   for (uint32_t w = 0; w <= kWeightOne; ++w) {
     const int64_t offset = w % 32;
-    v.assign(x.size(), 0);
-    std::copy(x.begin(), x.begin() + 65536, v.begin() + offset);
-    std::vector<uint8_t> dd(d.size(), 0);
-    std::copy(d.begin(), d.begin() + 65536, dd.begin() + offset);
-    blend_bytes(v.data() + offset, dd.data() + offset, 65536, w);
-    for (int i = 0; i < 65536; ++i) {
-      ASSERT_EQ(v[offset + i], blend(x[i], d[i], w))
-          << "x=" << int(x[i]) << " d=" << int(d[i]) << " w=" << w;
+    for (const int64_t extra : {static_cast<int64_t>(w % 48), int64_t{31}}) {
+      const int64_t n = kPairs + extra;
+      v.assign(x.size() + 32, 0);
+      std::copy(x.begin(), x.begin() + n, v.begin() + offset);
+      dd.assign(d.size() + 32, 0);
+      std::copy(d.begin(), d.begin() + n, dd.begin() + offset);
+      blend_bytes(v.data() + offset, dd.data() + offset, n, w);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(v[offset + i], blend(x[i], d[i], w))
+            << "x=" << int(x[i]) << " d=" << int(d[i]) << " w=" << w << " n=" << n;
+      }
+      for (int64_t i = offset + n; i < static_cast<int64_t>(v.size()); ++i)
+        ASSERT_EQ(v[i], 0) << "blend_bytes wrote past its " << n << " bytes, w=" << w;
     }
   }
 }
