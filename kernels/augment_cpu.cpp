@@ -520,8 +520,9 @@ class ReadAhead {
  public:
   enum Stream { kInput, kPool, kStreams };
 
-  // The streams are spread over `rows` calls of row().
-  explicit ReadAhead(int32_t rows) : rows_(std::max(rows, 1)) {}
+  // The streams are spread over `rows` calls of row(), which prefetches on
+  // every kEvery-th call the share of kEvery rows (fewer loop set-ups).
+  explicit ReadAhead(int32_t rows) : calls_(std::max((rows + kEvery - 1) / kEvery, 1)) {}
 
   void set(Stream s, const void* begin, int64_t bytes) {
     if (begin == nullptr || bytes <= 0) return;
@@ -529,31 +530,37 @@ class ReadAhead {
     at_[s] = at & ~(kLine - 1);
     end_[s] = at + static_cast<uintptr_t>(bytes);
     const int64_t lines = static_cast<int64_t>((end_[s] - at_[s] + kLine - 1) / kLine);
-    per_row_[s] = static_cast<uintptr_t>((lines + rows_ - 1) / rows_);
+    share_[s] = static_cast<uintptr_t>((lines + calls_ - 1) / calls_) * kLine;
   }
 
-  // Prefetches the next cache lines of each stream, its share of one row.
-  void row() {
+  // Called once per row gathered.
+  __attribute__((always_inline)) void row() {
+    if (--countdown_ > 0) return;
+    countdown_ = kEvery;
     advance(kInput);
     advance(kPool);
   }
 
  private:
   // asm volatile: GCC deletes a loop whose body is only __builtin_prefetch
-  static void prefetch_line(const char* at) { asm volatile("prefetcht0 %0" : : "m"(*at)); }
+  static void prefetch_line(uintptr_t at) {
+    asm volatile("prefetcht0 %0" : : "m"(*reinterpret_cast<const char*>(at)));
+  }
 
-  void advance(Stream s) {
+  __attribute__((always_inline)) void advance(Stream s) {
     uintptr_t at = at_[s];
-    const uintptr_t end = std::min(end_[s], at + per_row_[s] * kLine);
-    for (; at < end; at += kLine) prefetch_line(reinterpret_cast<const char*>(at));
+    const uintptr_t end = std::min(end_[s], at + share_[s]);
+    for (; at < end; at += kLine) prefetch_line(at);
     at_[s] = at;
   }
 
+  static constexpr int32_t kEvery = 4;
   static constexpr uintptr_t kLine = 64;
-  int64_t rows_;
-  uintptr_t at_[kStreams] = {0, 0};   // the next line to prefetch
-  uintptr_t end_[kStreams] = {0, 0};  // one past the stream's last byte
-  uintptr_t per_row_[kStreams] = {0, 0};  // lines
+  int32_t calls_;
+  int32_t countdown_ = 1;              // row() calls until the next prefetches
+  uintptr_t at_[kStreams] = {0, 0};    // the next line to prefetch
+  uintptr_t end_[kStreams] = {0, 0};   // one past the stream's last byte
+  uintptr_t share_[kStreams] = {0, 0};  // bytes of lines per kEvery rows
 };
 
 template <typename T>
@@ -666,8 +673,11 @@ __attribute__((target("avx2"))) inline __m256i middle_vector(const uint8_t* src,
   return _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, reverse), 0x4E);
 }
 
-// The rows of one plane (see gather_rows_avx2), with the middle mirrored or not.
-template <bool kMirrored>
+// The rows of one plane (see gather_rows_avx2), with the middle mirrored or
+// not; kVectors 3 or 4: a middle of at most 96 or 128 bytes, loaded whole
+// before the row's first store; 0: longer, moved 32 bytes at a time (in
+// place, from a copy of the row when it reads itself).
+template <bool kMirrored, int kVectors>
 __attribute__((target("avx2"))) inline void gather_rows_by_vectors(
     const uint8_t* in, int64_t in_w, const int32_t* row_source, int32_t out_h, int32_t out_w,
     const SimpleColumns& columns, uint8_t* values, int row_order, uint8_t* row_scratch,
@@ -686,7 +696,6 @@ __attribute__((target("avx2"))) inline void gather_rows_by_vectors(
   const int32_t last = c.mid_len - 32;
   const int32_t at1 = std::min(32, last);
   const int32_t at2 = std::min(64, last);
-  const bool whole = last <= 96;  // the middle fits four vectors, loaded before any store
   const int32_t step = row_order < 0 ? -1 : 1;
   int32_t y = row_order < 0 ? out_h - 1 : 0;
   for (int32_t i = 0; i < out_h; ++i, y += step) {
@@ -705,16 +714,17 @@ __attribute__((target("avx2"))) inline void gather_rows_by_vectors(
         _mm256_and_si256(_mm256_set1_epi8(static_cast<char>(src[c.left_src])), keep_left);
     const __m256i right =
         _mm256_and_si256(_mm256_set1_epi8(static_cast<char>(src[c.right_src])), keep_right);
-    if (whole) {
+    if (kVectors > 0) {
       const __m256i m0 = middle_vector<kMirrored>(src, c, 0);
       const __m256i m1 = middle_vector<kMirrored>(src, c, at1);
-      const __m256i m2 = middle_vector<kMirrored>(src, c, at2);
       const __m256i m3 = middle_vector<kMirrored>(src, c, last);
+      __m256i m2 = m3;
+      if (kVectors == 4) m2 = middle_vector<kMirrored>(src, c, at2);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), left);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + out_w - 32), right);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(mid), m0);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(mid + at1), m1);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(mid + at2), m2);
+      if (kVectors == 4) _mm256_storeu_si256(reinterpret_cast<__m256i*>(mid + at2), m2);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(mid + last), m3);
       continue;
     }
@@ -731,6 +741,23 @@ __attribute__((target("avx2"))) inline void gather_rows_by_vectors(
   }
 }
 
+template <bool kMirrored>
+__attribute__((target("avx2"))) inline void gather_rows_mirrored_or_not(
+    const uint8_t* in, int64_t in_w, const int32_t* row_source, int32_t out_h, int32_t out_w,
+    const SimpleColumns& c, uint8_t* values, int row_order, uint8_t* row_scratch,
+    const GatherZeros& zeros, ReadAhead& ahead) {
+  if (c.mid_len <= 96) {
+    gather_rows_by_vectors<kMirrored, 3>(in, in_w, row_source, out_h, out_w, c, values, row_order,
+                                         row_scratch, zeros, ahead);
+  } else if (c.mid_len <= 128) {
+    gather_rows_by_vectors<kMirrored, 4>(in, in_w, row_source, out_h, out_w, c, values, row_order,
+                                         row_scratch, zeros, ahead);
+  } else {
+    gather_rows_by_vectors<kMirrored, 0>(in, in_w, row_source, out_h, out_w, c, values, row_order,
+                                         row_scratch, zeros, ahead);
+  }
+}
+
 __attribute__((target("avx2"))) void gather_rows_avx2(const uint8_t* in, int64_t in_w,
                                                       const int32_t* row_source, int32_t out_h,
                                                       int32_t out_w, const SimpleColumns& c,
@@ -739,11 +766,11 @@ __attribute__((target("avx2"))) void gather_rows_avx2(const uint8_t* in, int64_t
                                                       const GatherZeros& zeros,
                                                       ReadAhead& ahead) {
   if (c.mid_mirrored) {
-    gather_rows_by_vectors<true>(in, in_w, row_source, out_h, out_w, c, values, row_order,
-                                 row_scratch, zeros, ahead);
+    gather_rows_mirrored_or_not<true>(in, in_w, row_source, out_h, out_w, c, values, row_order,
+                                      row_scratch, zeros, ahead);
   } else {
-    gather_rows_by_vectors<false>(in, in_w, row_source, out_h, out_w, c, values, row_order,
-                                  row_scratch, zeros, ahead);
+    gather_rows_mirrored_or_not<false>(in, in_w, row_source, out_h, out_w, c, values, row_order,
+                                       row_scratch, zeros, ahead);
   }
 }
 
