@@ -21,10 +21,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
-#include <memory>
-#include <unordered_map>
 #include <vector>
 
 #include "kernels/cpu_clones.h"
@@ -1157,52 +1154,6 @@ struct SampleGeometry {
   std::vector<uint8_t> row_zero;
 };
 
-// The SampleGeometry of each distinct set of geometric draws that one
-// parallel chunk meets, built once: a shift of pad 4 has 81, so most samples
-// of a batch of 256 find theirs built (build() is about 7 K instructions at
-// 84 x 84). The key is every field of every op's draw that build() may read
-// (offsets, sizes, gate, quarter turns): value-only fields (pool image,
-// weight, colour, jitter factors) stay out. Past kMaxEntries distinct keys
-// (cutouts, large crops) the geometry is built for the sample alone.
-class GeometryCache {
- public:
-  const SampleGeometry& get(const PipelineDesc& p, const OpDraw* draws, int32_t elem_size,
-                            bool zeros_first, bool in_place) {
-    Key key{};
-    for (int k = 0; k < p.n_ops; ++k) {
-      const OpDraw& d = draws[k];
-      const int32_t fields[kFields] = {d.offset_x, d.offset_y, d.gate,
-                                       d.quarter,  d.size_x,   d.size_y};
-      std::copy(fields, fields + kFields, key.begin() + k * kFields);
-    }
-    const auto found = index_.find(key);
-    if (found != index_.end()) return *built_[found->second];
-    SampleGeometry* geometry = &alone_;
-    if (built_.size() < kMaxEntries) {
-      index_.emplace(key, built_.size());
-      built_.push_back(std::make_unique<SampleGeometry>());
-      geometry = built_.back().get();
-    }
-    geometry->build(p, draws, elem_size, zeros_first, in_place);
-    return *geometry;
-  }
-
- private:
-  static constexpr int kFields = 6;
-  static constexpr size_t kMaxEntries = 128;
-  using Key = std::array<int32_t, kFields * kMaxOps>;
-  struct KeyHash {
-    size_t operator()(const Key& key) const {
-      uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields
-      for (const int32_t v : key) h = (h ^ static_cast<uint32_t>(v)) * 1099511628211ull;
-      return static_cast<size_t>(h);
-    }
-  };
-  std::unordered_map<Key, size_t, KeyHash> index_;
-  std::vector<std::unique_ptr<SampleGeometry>> built_;
-  SampleGeometry alone_;
-};
-
 // Per-thread scratch.
 template <typename In>
 struct Scratch {
@@ -1299,8 +1250,7 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
   }
 
   at::parallel_for(0, planes / group, 1, [&](int64_t begin, int64_t end) {
-    GeometryCache geometries;
-    const SampleGeometry* geometry = nullptr;
+    SampleGeometry geometry;
     Scratch<In> scratch;
     scratch.pool_row.resize(p.out_w);
     scratch.pool_cells.resize(stage_plane);
@@ -1330,7 +1280,7 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
         next_drawn = (sample + 1) * buf.channels < end * group;
         if (next_drawn) draw_pipeline(p, counter_sample(buf, sample + 1), 0, next_draws);
         // geometry never depends on the frame
-        geometry = &geometries.get(p, draws, sizeof(In), zeros_first, in_place);
+        geometry.build(p, draws, sizeof(In), zeros_first, in_place);
         drawn_sample = sample;
         drawn_frame = 0;
       }
@@ -1368,31 +1318,31 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
           const uint32_t weight = static_cast<uint32_t>(d.weight);
           const uint8_t* pool_plane =
               buf.pool + pool_offset(p, op, d.image, first_channel + c, 0, 0);
-          if (geometry->op_identity[k]) {
+          if (geometry.op_identity[k]) {
             blend_span(values[c], pool_plane, out_plane, weight);
             return;
           }
           int64_t pool_w = op.out_w;
-          if (geometry->op_swapped[k]) {
+          if (geometry.op_swapped[k]) {
             transpose_plane(pool_plane, op.out_h, op.out_w, scratch.pool_cells.data());
             pool_plane = scratch.pool_cells.data();
             pool_w = op.out_h;
           }
           for (int32_t y = 0; y < p.out_h; ++y) {
-            gather_runs(pool_plane + geometry->rows.at_op[k][y] * pool_w,
-                        geometry->op_columns[k].runs, scratch.pool_row.data());
+            gather_runs(pool_plane + geometry.rows.at_op[k][y] * pool_w,
+                        geometry.op_columns[k].runs, scratch.pool_row.data());
             blend_span(values[c] + static_cast<int64_t>(y) * p.out_w, scratch.pool_row.data(),
                        p.out_w, weight);
           }
         } else if ((op.kind == OpKind::kShift && op.zeros) || op.kind == OpKind::kTranslate) {
-          if (geometry->gather_zeros.rows == nullptr)
-            blank(*geometry, k, p.out_h, p.out_w, values[c]);
+          if (geometry.gather_zeros.rows == nullptr)
+            blank(geometry, k, p.out_h, p.out_w, values[c]);
         } else if (op.kind == OpKind::kCutout && d.gate) {
           const uint64_t fill =
               fill_pattern(op.fill_color ? In(d.color[(first_channel + c) % 3]) : In(0));
-          for (const Span& rows : geometry->cut_rows[k]) {
+          for (const Span& rows : geometry.cut_rows[k]) {
             for (int32_t y = rows.first; y < rows.end; ++y) {
-              fill_spans(values[c] + static_cast<int64_t>(y) * p.out_w, geometry->cut_spans[k],
+              fill_spans(values[c] + static_cast<int64_t>(y) * p.out_w, geometry.cut_spans[k],
                          fill);
             }
           }
@@ -1410,7 +1360,7 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
                                      buf.out + output_plane(buf, sample, channel + c) * out_plane)
                                : scratch.values.data() + c * out_plane;
             ReadAhead ahead = read_ahead(c);
-            gather_source(p, *geometry, input_plane(p, buf, first_plane + c), in_place, values[c],
+            gather_source(p, geometry, input_plane(p, buf, first_plane + c), in_place, values[c],
                           &scratch, ahead);
           }
           for (int k = next; k < end; ++k) plane_op(k, c);
