@@ -496,6 +496,29 @@ def test_barrier_free_pipelines_in_every_form(case, dtype, c, wide):
     assert_same(out, R.to_output(want, torch.float32, 0.5, -3.0))
 
 
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("name,pipe,n", [
+    # 9 shifts x 2 flips: most of the 200 samples share their geometry with an earlier one
+    ("shared", [{"op": "shift", "pad": 1}, {"op": "flip", "p": 0.5},
+                {"op": "overlay", "alpha": 0.3}], 200),
+    # cutouts make nearly every sample's geometry its own
+    ("cutouts", [{"op": "shift", "pad": 2}, {"op": "cutout", "min": 1, "max": 8},
+                 {"op": "overlay", "alpha": 0.5}], 300),
+])
+def test_samples_sharing_a_geometry(name, pipe, n, inplace):
+    """Large batches, in place and out of place: samples with the same geometric draws still
+    get their own distractor image and weight, and every sample matches the reference."""
+    x = random_obs((n, 6, 12, 12), torch.uint8, seed=7)
+    pool = random_pool(16, 3, 12, 12, seed=8)
+    want = RO.augment(x, pool, ops=pipe, seed=11, step=3)
+    if inplace:
+        got = x.clone()
+        ops.augment(got, pool, ops=pipe, seed=11, step=3, inplace=True)
+    else:
+        got = ops.augment(x, pool, ops=pipe, seed=11, step=3)
+    assert_same(got, want)
+
+
 # named pipelines: barriers, crops, translate, rotate on a square frame
 CROP = {"op": "crop", "size": [10, 10]}
 JITTER = {"op": "color_jitter", "brightness": 0.4, "contrast": 0.6, "saturation": 0.5, "hue": 0.3}
