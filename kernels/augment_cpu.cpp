@@ -682,10 +682,9 @@ template <bool kMirrored, int kVectors>
 __attribute__((target("avx2"))) inline void gather_rows_by_vectors(
     const uint8_t* in, int64_t in_w, const int32_t* row_source, int32_t out_h, int32_t out_w,
     const SimpleColumns& columns, uint8_t* values, int row_order, uint8_t* row_scratch,
-    const GatherZeros& zeros, ReadAhead& read_ahead) {
-  // copies: the byte stores could alias the caller's
+    const GatherZeros& zeros, ReadAhead ahead) {
+  // a copy, as `ahead` is: the byte stores could alias the caller's
   const SimpleColumns c = columns;
-  ReadAhead ahead = read_ahead;
   const uint8_t* zero_rows = zeros.rows;
   const __m256i iota = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
                                         17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
