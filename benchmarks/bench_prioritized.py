@@ -23,7 +23,10 @@ given a random priority in [0.01, 10) before timing:
               (requirements.txt lists it as benchmark-only).
 
 update_priorities(B) gets B indices of an earlier sample and new priorities
-(a pool of 64 such pairs prepared before timing, used in turn).
+(a pool of 64 such pairs prepared before timing, used in turn): the tree paths
+it rewrites are cold, as after a long step between. step(B) is a learner's
+order: sample(B), then update_priorities of the B indices it just returned
+(new priorities from the same pool), timed as one.
 
 Method: torch threads 1 (--threads), harness.run_rounds (calibrated calls per
 measurement, rounds rotated so that noise hits all methods alike), median
@@ -49,6 +52,7 @@ import harness
 
 ALPHA, BETA = 0.6, 0.4
 POOL = 64  # prepared (indices, priorities) pairs for the timed updates
+OPS = ("sample", "update", "step")
 ENVS = 4096
 
 
@@ -74,7 +78,10 @@ def obsaug_methods(obsaug, n, batch, rng):
         idx, pri = pool[next(turn) % POOL]
         rb.update_priorities(idx, pri)
 
-    return rb, {"sample": lambda: rb.sample(batch), "update": update}
+    def step():
+        rb.update_priorities(rb.sample(batch)["indices"], pool[next(turn) % POOL][1])
+
+    return rb, {"sample": lambda: rb.sample(batch), "update": update, "step": step}
 
 
 def torchrl_methods(n, batch, rng):
@@ -96,8 +103,11 @@ def torchrl_methods(n, batch, rng):
         idx, pri = pool[next(turn) % POOL]
         sampler.update_priority(idx, pri)
 
+    def step():
+        sampler.update_priority(sampler.sample(storage, batch)[0], pool[next(turn) % POOL][1])
+
     return (storage, sampler), {"sample": lambda: sampler.sample(storage, batch),
-                                "update": update}
+                                "update": update, "step": step}
 
 
 def cpprb_methods(cpprb, n, batch, rng):
@@ -114,7 +124,10 @@ def cpprb_methods(cpprb, n, batch, rng):
         idx, pri = pool[next(turn) % POOL]
         rb.update_priorities(idx, pri)
 
-    return rb, {"sample": lambda: rb.sample(batch, beta=BETA), "update": update}
+    def step():
+        rb.update_priorities(rb.sample(batch, beta=BETA)["indexes"], pool[next(turn) % POOL][1])
+
+    return rb, {"sample": lambda: rb.sample(batch, beta=BETA), "update": update, "step": step}
 
 
 def main(argv=None) -> int:
@@ -178,7 +191,7 @@ def main(argv=None) -> int:
     header = ["N", "op"] + [f"{lib} us" for lib in libs] + [f"{lib} / obsaug" for lib in libs[1:]]
     table = []
     for n in args.sizes:
-        for op in ("sample", "update"):
+        for op in OPS:
             mine = us(n, "obsaug", op)
             table.append([f"{n:,}", f"{op}({args.batch})"]
                          + [f"{us(n, lib, op):.1f}" for lib in libs]
@@ -189,7 +202,7 @@ def main(argv=None) -> int:
     harness.print_md_table(["op"] + libs, "l" + "r" * len(libs),
                            [[f"{op}({args.batch})"]
                             + [f"{us(large, lib, op) / us(small, lib, op):.2f}" for lib in libs]
-                            for op in ("sample", "update")])
+                            for op in OPS])
     print(f"\n(wall time {time.perf_counter() - t_start:.0f} s, "
           f"load average now {harness.loadavg_str(harness.loadavg())})")
     if args.json:

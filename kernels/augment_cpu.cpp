@@ -1233,6 +1233,24 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
   const bool in_place = static_cast<const void*>(buf.in) == static_cast<const void*>(buf.out);
   constexpr bool kSameType = std::is_same<In, Out>::value;
   const bool direct = kSameType && buf.scale == 1.0f && buf.bias == 0.0f;
+  if (p.n_ops == 0 && direct) {
+    // Nothing but the layout (a replay buffer's sample without augmentation):
+    // each output plane is one copy of the plane it reads, with no per-sample
+    // set-up. In place there is nothing to do.
+    if (in_place) return;
+    const size_t plane_bytes = sizeof(In) * static_cast<size_t>(out_plane);
+    // at least 256 KiB per thread: below that a thread costs more than it copies
+    const int64_t grain =
+        std::max<int64_t>(1, (int64_t{1} << 18) / static_cast<int64_t>(plane_bytes));
+    at::parallel_for(0, planes, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t plane = begin; plane < end; ++plane) {
+        const int64_t sample = plane / buf.channels;
+        std::memcpy(buf.out + output_plane(buf, sample, plane % buf.channels) * out_plane,
+                    input_plane(p, buf, plane), plane_bytes);
+      }
+    });
+    return;
+  }
   bool any_per_frame = false;
   bool mixes = false;
   for (int k = 0; k < p.n_ops; ++k) {

@@ -2,13 +2,15 @@
 augmented batch is written to out[out_rows[b]] (the sharded buffer's owners
 write rows straight at the requester's draw positions). The rows equal the
 ones written contiguously, the other rows of out are left alone, on both CPU
-paths (fused, and per frame for pipelines with a barrier)."""
+paths (fused, and per frame for pipelines with a barrier), and with no ops
+(then each plane is one copy)."""
 import pytest
 import torch
 
 import obsaug
 
 PIPELINES = {
+    "no_ops": [],
     "fused": [{"op": "shift", "pad": 2}, {"op": "crop", "size": 6}],
     "per_frame": [{"op": "random_conv", "init": "normal", "padding": "replicate",
                    "activation": "sigmoid"}],

@@ -112,6 +112,33 @@ def test_single_op_pipeline_equals_op():
 def test_empty_pipeline_is_identity():
     x, _ = inputs((H, W), torch.uint8)
     assert torch.equal(ops.augment(x, None, ops=[], seed=SEED, step=STEP), x)
+    before = x.clone()
+    assert ops.augment(x, None, ops=[], seed=SEED, step=STEP, inplace=True) is x
+    assert torch.equal(x, before)
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
+@pytest.mark.parametrize("batch,h,w,threads", [(7, 17, 23, 1), (300, 84, 84, 2)])
+def test_empty_pipeline_gather_is_indexing(dtype, batch, h, w, threads):
+    # With no ops a gather is one copy per plane (a replay buffer's sample
+    # without augmentation); at 300 x 9 planes of 84 x 84 two threads share it.
+    g = torch.Generator().manual_seed(5)
+    storage = torch.randint(0, 256, (40, 3, h, w), generator=g).to(dtype)
+    idx = torch.randint(0, 40, (batch, 3), generator=g)
+    want = storage[idx].reshape(batch, 9, h, w)
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        assert torch.equal(ops.gather_augment(storage, idx, ops=[], seed=SEED, step=STEP), want)
+        out = torch.full_like(want, 7)
+        assert ops.gather_augment(storage, idx, ops=[], seed=SEED, step=STEP, out=out) is out
+        assert torch.equal(out, want)
+        # an affine output is no copy: it still goes through the per-pixel path
+        scaled = ops.gather_augment(storage, idx, ops=[], seed=SEED, step=STEP,
+                                    out_dtype=torch.float32, scale=0.5, bias=-1.0)
+        assert torch.equal(scaled, want.float() * 0.5 - 1.0)
+    finally:
+        torch.set_num_threads(saved)
 
 
 def test_same_op_twice_draws_independently():
