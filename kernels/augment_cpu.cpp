@@ -1238,12 +1238,16 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
     // each output plane is one copy of the plane it reads, with no per-sample
     // set-up. In place there is nothing to do.
     if (in_place) return;
+    constexpr int64_t kCopyAhead = 32;
     const size_t plane_bytes = sizeof(In) * static_cast<size_t>(out_plane);
     // at least 256 KiB per thread: below that a thread costs more than it copies
     const int64_t grain =
         std::max<int64_t>(1, (int64_t{1} << 18) / static_cast<int64_t>(plane_bytes));
     at::parallel_for(0, planes, grain, [&](int64_t begin, int64_t end) {
       for (int64_t plane = begin; plane < end; ++plane) {
+        // a gather's planes lie anywhere in its storage: the first line of
+        // the plane kCopyAhead ahead is fetched while this one is copied
+        if (plane + kCopyAhead < end) __builtin_prefetch(input_plane(p, buf, plane + kCopyAhead));
         const int64_t sample = plane / buf.channels;
         std::memcpy(buf.out + output_plane(buf, sample, plane % buf.channels) * out_plane,
                     input_plane(p, buf, plane), plane_bytes);

@@ -487,28 +487,41 @@ struct ReplayBuffer::Impl {
     rows.reward = at::empty({batch}, cpu.dtype(at::kFloat));
     rows.discount = at::empty({batch}, cpu.dtype(at::kFloat));
     rows.weight = at::empty({batch}, cpu.dtype(at::kDouble));
-    // Every row's ring entry (and priority), then its successor's, prefetched
-    // before any row reads them: in a large ring each is a cache miss, and the
-    // rows' misses then overlap instead of following one another.
+    // Every row's ring entry (and priority), then its successor's entry and
+    // action row, prefetched before any row reads them: in a large ring each
+    // is a cache miss, and the rows' misses then overlap instead of following
+    // one another.
     const EpisodeRing::Slot* entries = ring.slots().data();
     for (int64_t slot : slots) {
       __builtin_prefetch(entries + slot);
       if (o.prioritized) __builtin_prefetch(priority.data() + slot);
     }
+    const char* action_rows = static_cast<const char*>(actions.data_ptr());
+    const int64_t action_row = action_bytes();
     for (int64_t slot : slots) {
       const int64_t next = entries[slot].next;
-      if (next >= 0) __builtin_prefetch(entries + ring.slot_of(next));
+      if (next >= 0) {
+        __builtin_prefetch(entries + ring.slot_of(next));
+        __builtin_prefetch(action_rows + ring.slot_of(next) * action_row);
+      }
     }
+    // (data_ptr checks the tensor on every call: taken once, not per row)
+    int64_t* obs_index = rows.obs_index.data_ptr<int64_t>();
+    int64_t* next_index = rows.next_index.data_ptr<int64_t>();
+    int64_t* action_slot = action_slots.data_ptr<int64_t>();
+    float* reward = rows.reward.data_ptr<float>();
+    float* discount = rows.discount.data_ptr<float>();
+    double* weight = rows.weight.data_ptr<double>();
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t slot = slots[static_cast<size_t>(b)];
       const int64_t t = ring.logical_of(slot);
       const SampledTransition tr = ring.transition(t);
-      ring.stack(t, rows.obs_index.data_ptr<int64_t>() + b * S);
-      ring.stack(tr.next_frame, rows.next_index.data_ptr<int64_t>() + b * S);
-      action_slots.data_ptr<int64_t>()[b] = tr.action_slot;
-      rows.reward.data_ptr<float>()[b] = static_cast<float>(tr.reward);
-      rows.discount.data_ptr<float>()[b] = static_cast<float>(tr.discount);
-      rows.weight.data_ptr<double>()[b] = o.prioritized ? priority[static_cast<size_t>(slot)] : 1.0;
+      ring.stack(t, obs_index + b * S);
+      ring.stack(tr.next_frame, next_index + b * S);
+      action_slot[b] = tr.action_slot;
+      reward[b] = static_cast<float>(tr.reward);
+      discount[b] = static_cast<float>(tr.discount);
+      weight[b] = o.prioritized ? priority[static_cast<size_t>(slot)] : 1.0;
     }
     rows.action = actions.index_select(0, action_slots);
     return rows;
