@@ -8,39 +8,20 @@
 #include <cstdint>
 #include <iterator>
 
+#include "kernels/huge_pages.h"
 #include "kernels/tensor_text.h"
-
-#ifdef __linux__
-#include <sys/mman.h>
-#endif
 
 namespace obsaug::ops {
 namespace {
 
-constexpr int64_t kHugePage = int64_t{2} << 20;
 // Outputs from this size on are recycled and get huge pages; smaller ones
 // come from glibc's heap, which keeps them mapped.
 constexpr int64_t kLargeOutputBytes = int64_t{4} << 20;
 
-// madvise(MADV_HUGEPAGE) on the whole huge pages inside [data, data + bytes).
-// A hint: where transparent huge pages are off, nothing changes.
-void advise_huge_pages(void* data, int64_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  const auto begin = reinterpret_cast<uintptr_t>(data);
-  const uintptr_t first = (begin + kHugePage - 1) & ~static_cast<uintptr_t>(kHugePage - 1);
-  const uintptr_t last =
-      (begin + static_cast<uintptr_t>(bytes)) & ~static_cast<uintptr_t>(kHugePage - 1);
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
-#else
-  (void)data;
-  (void)bytes;
-#endif
-}
-
 // New memory for a large CPU output, marked for huge pages before its first touch.
 at::Tensor new_large_output(at::IntArrayRef shape, const at::TensorOptions& options) {
   at::Tensor out = at::empty(shape, options);
-  advise_huge_pages(out.data_ptr(), static_cast<int64_t>(out.nbytes()));
+  advise_huge_pages(out.data_ptr(), out.nbytes());
   return out;
 }
 

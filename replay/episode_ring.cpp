@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/huge_pages.h"
+
 namespace obsaug {
 
 EpisodeRing::EpisodeRing(int64_t capacity, int32_t stack, int32_t n_step, double gamma)
@@ -24,8 +26,9 @@ EpisodeRing::EpisodeRing(int64_t capacity, int32_t stack, int32_t n_step, double
   if (!(gamma >= 0.0 && gamma <= 1.0)) {
     throw std::invalid_argument("gamma must be in [0, 1], got " + std::to_string(gamma));
   }
-  slots_.resize(static_cast<size_t>(capacity));
-  valid_.assign(static_cast<size_t>(capacity), 0);
+  // read at random by every sample: on huge pages (kernels/huge_pages.h)
+  assign_on_huge_pages(&slots_, static_cast<size_t>(capacity), Slot());
+  assign_on_huge_pages(&valid_, static_cast<size_t>(capacity), uint8_t{0});
 }
 
 int64_t EpisodeRing::logical_of(int64_t slot) const {
@@ -194,7 +197,7 @@ void EpisodeRing::restore(int64_t total, std::vector<Slot> slots, std::vector<En
     if (e.last < -1 || e.last >= total) fail("an env's latest frame lies outside the ring");
   }
   total_ = total;
-  slots_ = std::move(slots);
+  std::copy(slots.begin(), slots.end(), slots_.begin());  // into the huge pages
   envs_ = std::move(envs);
   num_valid_ = 0;
   changed_.clear();

@@ -27,11 +27,6 @@ void proportional_assign_host(tree::TreeView tree, const int64_t* slots, const d
 void proportional_draw_host(tree::TreeView tree, uint64_t seed, uint64_t call, int64_t batch,
                             int64_t* slots);
 
-// Asks the kernel to back host memory with 2 MiB pages, before its first touch:
-// a walk of a large tree is otherwise a TLB miss per level as well as a cache
-// miss. A hint: nothing happens where it is not supported.
-void advise_huge_pages(void* memory, size_t bytes);
-
 #ifdef OBSAUG_WITH_CUDA
 // The same on `stream`, with the tree, slots and weights in device memory.
 // Launches only (no synchronisation); a failed launch throws std::runtime_error.

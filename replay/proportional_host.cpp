@@ -6,12 +6,7 @@
 // and overlap instead of following one another (below the cached top of a
 // large tree every level is a DRAM miss). Each walker's arithmetic is
 // descend_step's or refresh_node's, in the order a lone walker would do it.
-#include <cstddef>
 #include <vector>
-
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 #include "replay/proportional.h"
 
@@ -55,19 +50,6 @@ void proportional_draw_host(tree::TreeView tree, uint64_t seed, uint64_t call, i
     }
   }
   for (int64_t b = 0; b < batch; ++b) slots[b] -= tree.leaves;
-}
-
-void advise_huge_pages(void* memory, size_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  // madvise wants page-aligned bounds; only whole 2 MiB extents can be huge.
-  constexpr uintptr_t kHuge = uintptr_t{1} << 21;
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(memory) + kHuge - 1) & ~(kHuge - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(memory) + bytes) & ~(kHuge - 1);
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-#else
-  (void)memory;
-  (void)bytes;
-#endif
 }
 
 }  // namespace obsaug

@@ -5,11 +5,13 @@
 // must equal what the model computes from the whole history.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/huge_pages.h"
 #include "replay/episode_ring.h"
 #include "tests/test_util.h"
 
@@ -180,6 +182,22 @@ TEST(EpisodeRing, RestoreRejectsLinksOutsideTheRing) {
                       [&] { ring.restore(3, std::vector<EpisodeRing::Slot>(3), {}); }),
                   {"3 slots for capacity 4"});
   EXPECT_EQ(ring.total(), 0);  // untouched by the refused restores
+}
+
+// The ring's per-slot arrays come from assign_on_huge_pages: n copies of the
+// value in fresh memory, whatever the vector held before, at sizes below and
+// above one 2 MiB page.
+TEST(HugePages, AssignOnHugePagesGivesNCopiesInFreshMemory) {
+  std::vector<double> v(10, 1.0);
+  for (size_t n : {size_t{0}, size_t{5}, size_t{3} << 18}) {
+    assign_on_huge_pages(&v, n, 2.5);
+    ASSERT_EQ(v.size(), n);
+    for (double x : v) ASSERT_EQ(x, 2.5);
+  }
+  std::vector<uint8_t> flags;
+  assign_on_huge_pages(&flags, size_t{5} << 20, uint8_t{7});
+  ASSERT_EQ(flags.size(), size_t{5} << 20);
+  EXPECT_EQ(std::count(flags.begin(), flags.end(), uint8_t{7}), static_cast<long>(flags.size()));
 }
 
 }  // namespace

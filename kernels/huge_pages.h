@@ -1,0 +1,27 @@
+// Transparent huge pages for large host arrays that are read at random: a
+// replay buffer's per-slot arrays and frames, its sum tree, large outputs.
+// With 4 KiB pages every random access into such an array is a TLB miss as
+// well as a cache miss; with 2 MiB pages the TLB covers it.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace obsaug {
+
+// madvise(MADV_HUGEPAGE) on the whole 2 MiB pages inside [memory, memory +
+// bytes), before their first touch. A hint: where transparent huge pages are
+// off or unsupported, nothing changes.
+void advise_huge_pages(void* memory, size_t bytes);
+
+// Makes *v `n` copies of `value` in fresh memory advised for huge pages
+// before it is first written.
+template <class T>
+void assign_on_huge_pages(std::vector<T>* v, size_t n, const T& value) {
+  std::vector<T>().swap(*v);
+  v->reserve(n);
+  advise_huge_pages(v->data(), n * sizeof(T));
+  v->assign(n, value);
+}
+
+}  // namespace obsaug
