@@ -150,12 +150,12 @@ struct ReplayBuffer::Impl {
       frames = at::zeros(frame_sizes, at::TensorOptions().dtype(at::kByte).device(o.device));
       std::vector<int64_t> action_sizes{o.capacity};
       action_sizes.insert(action_sizes.end(), o.action_shape.begin(), o.action_shape.end());
-      actions = zeros_read_at_random(action_sizes, at::TensorOptions().dtype(o.action_dtype));
+      actions = empty_read_at_random(action_sizes, at::TensorOptions().dtype(o.action_dtype));
+      actions.zero_();
       if (o.prioritized) {
         assign_on_huge_pages(&priority, static_cast<size_t>(o.capacity), 0.0);
         const auto f64 = at::TensorOptions().dtype(at::kDouble).device(o.device);
-        tree_nodes = at::empty({2 * leaves, 2}, f64);
-        if (o.device.is_cpu()) advise_huge_pages(tree_nodes.data_ptr(), tree_nodes.nbytes());
+        tree_nodes = empty_read_at_random({2 * leaves, 2}, f64);
         tree_nodes.select(1, 0).zero_();  // every weight 0
         tree_nodes.select(1, 1).fill_(std::numeric_limits<double>::infinity());
       }
@@ -166,14 +166,13 @@ struct ReplayBuffer::Impl {
     }
   }
 
-  // Zeros for a per-slot array that every sample reads a few bytes of at
-  // random: on the host, in memory advised for huge pages before it is
-  // first written.
-  static at::Tensor zeros_read_at_random(at::IntArrayRef sizes, const at::TensorOptions& options) {
-    if (!options.device().is_cpu()) return at::zeros(sizes, options);
+  // Memory for an array that every sample reads a few bytes of at random
+  // (the actions, the trees): on the host, advised for huge pages before
+  // its first write.
+  static at::Tensor empty_read_at_random(at::IntArrayRef sizes, const at::TensorOptions& options) {
     at::Tensor t = at::empty(sizes, options);
-    advise_huge_pages(t.data_ptr(), t.nbytes());
-    return t.zero_();
+    if (t.device().is_cpu()) advise_huge_pages(t.data_ptr(), t.nbytes());
+    return t;
   }
 
   int64_t action_bytes() const {
