@@ -18,7 +18,7 @@ typedef struct CUstream_st* cudaStream_t;
 namespace obsaug {
 
 // Sets leaf slots[i] to weights[i] >= 0 for i < count, then recomputes their
-// ancestors level by level. slots sorted ascending without repeats (a repeat
+// kept ancestors from the bottom. slots sorted ascending without repeats (a repeat
 // would keep one of its weights: whichever the device writes last).
 void proportional_assign_host(tree::TreeView tree, const int64_t* slots, const double* weights,
                               int64_t count);

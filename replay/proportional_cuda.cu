@@ -38,26 +38,27 @@ __global__ void set_leaves(tree::TreeView t, const int64_t* slots, const double*
   }
 }
 
-// The ancestors `shift` levels above the given leaves; neighbours sharing a
-// parent write the same value.
-__global__ void refresh_level(tree::TreeView t, const int64_t* slots, int64_t count, int shift) {
+// The kept ancestors `height` levels above the given leaves; neighbours
+// sharing one write the same value.
+__global__ void refresh_level(tree::TreeView t, const int64_t* slots, int64_t count, int height) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
        i += int64_t{gridDim.x} * blockDim.x) {
-    tree::refresh_node(t, (t.leaves + slots[i]) >> shift);
+    tree::refresh_ancestor(t, t.leaves + slots[i], height);
   }
 }
 
 // A small update (a sample's priorities, a frame written) in one launch: one
-// block walks the levels, a barrier between them.
+// block walks the kept levels, a barrier between them.
 __global__ void assign_in_one_block(tree::TreeView t, const int64_t* slots, const double* weights,
                                     int64_t count) {
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
     tree::set_leaf(t, slots[i], weights[i]);
   }
-  for (int shift = 1; (int64_t{1} << shift) <= t.leaves; ++shift) {
-    __syncthreads();  // the level below is written (global writes seen by the block)
+  const int depth = tree::depth_of(t.leaves);
+  for (int h = tree::next_kept_height(0, depth); h <= depth; h = tree::next_kept_height(h, depth)) {
+    __syncthreads();  // the kept level below is written (global writes seen by the block)
     for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
-      tree::refresh_node(t, (t.leaves + slots[i]) >> shift);
+      tree::refresh_ancestor(t, t.leaves + slots[i], h);
     }
   }
 }
@@ -91,8 +92,9 @@ void proportional_assign_cuda(tree::TreeView tree, const int64_t* slots, const d
   }
   set_leaves<<<blocks_for(count), kThreads, 0, stream>>>(tree, slots, weights, count);
   check_launch("setting priority tree leaves");
-  for (int shift = 1; (int64_t{1} << shift) <= tree.leaves; ++shift) {
-    refresh_level<<<blocks_for(count), kThreads, 0, stream>>>(tree, slots, count, shift);
+  const int depth = tree::depth_of(tree.leaves);
+  for (int h = tree::next_kept_height(0, depth); h <= depth; h = tree::next_kept_height(h, depth)) {
+    refresh_level<<<blocks_for(count), kThreads, 0, stream>>>(tree, slots, count, h);
     check_launch("updating the priority tree");
   }
 }

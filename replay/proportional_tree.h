@@ -3,10 +3,10 @@
 // (proportional_host.cpp) and the CUDA kernels (proportional_cuda.cu), so that
 // a CPU and a CUDA buffer draw the same slots, bit for bit.
 //
-// Layout: `leaves` = the capacity rounded up to a power of two; nodes are
-// numbered 1 .. 2*leaves-1 (node 0 is unused), node i has the children 2i and
-// 2i+1, and slot s is the leaf node leaves + s. Padding leaves (s >= capacity)
-// hold 0.
+// The tree: `leaves` = the capacity rounded up to a power of two = 2^depth;
+// nodes are numbered 1 .. 2*leaves-1 (node 0 is unused), node i has the
+// children 2i and 2i+1, and slot s is the leaf node leaves + s. Padding leaves
+// (s >= capacity) hold 0.
 //   sum[i] = sum[2i] + sum[2i+1]            one rounding per node, in double
 //   min[i] = the smaller of min[2i], min[2i+1]; at a leaf its weight when
 //            positive, +inf when 0, so min[1] is the smallest positive weight
@@ -14,11 +14,23 @@
 // and then recomputing their ancestors, level by level from the bottom, gives
 // the bits of a rebuild from scratch, however the leaves changed before.
 //
+// Kept nodes: only every other level is stored, the leaves (height 0 above
+// them), heights 2, 4, ..., and the root. A node at an odd height below the
+// root is computed where it is needed, from its two children, with the
+// rounding above: refresh_from_grandchildren when its parent is recomputed,
+// descend_two on the way down. So an update or a draw reads one group of
+// four grandchildren (one cache line in the pairs layout) per two levels
+// instead of a line per level, and the tree holds the same values, bit for
+// bit, at every kept node. Nodes at odd heights below the root (a third of
+// the 2 * leaves allocated) keep whatever the owner filled them with and are
+// never read.
+//
 // Memory: node i's sum at sum[i * stride], its min at min[i * stride]. Stride 1
 // is two arrays; stride 2 is one array of (sum, min) pairs (min = sum + 1),
 // the ReplayBuffer's layout: an update reads and writes both values of a node,
-// and a pair keeps them on one cache line (2i and 2i + 1, 32 bytes aligned to
-// 32, share one too), which halves the DRAM misses of a large tree's update.
+// and a pair keeps them on one cache line (the four grandchildren 4i .. 4i+3
+// of a node, 64 bytes aligned to 64, share one too), which halves the DRAM
+// misses of a large tree's update.
 #pragma once
 
 #include <cstdint>
@@ -69,16 +81,69 @@ OBSAUG_HD int64_t leaf_count(int64_t capacity) {
   return leaves;
 }
 
+// log2(leaves): the levels below the root.
+OBSAUG_HD int depth_of(int64_t leaves) {
+  int depth = 0;
+  while ((int64_t{1} << depth) < leaves) ++depth;
+  return depth;
+}
+
+// The height of `node` above the leaves: depth - floor(log2(node)).
+OBSAUG_HD int height_of(int64_t leaves, int64_t node) {
+  int level = 0;
+  while ((node >> (level + 1)) != 0) ++level;
+  return depth_of(leaves) - level;
+}
+
+// Whether the tree stores `node` (see "Kept nodes" above).
+OBSAUG_HD bool kept(int64_t leaves, int64_t node) {
+  return node == 1 || height_of(leaves, node) % 2 == 0;
+}
+
+// The kept heights above the leaves, in the order an update recomputes them:
+// 2, 4, ... up to depth, then depth itself when odd (the root, from its two
+// kept children). A height > depth ends the walk:
+//   for (int h = next_kept_height(0, depth); h <= depth; h = next_kept_height(h, depth))
+OBSAUG_HD int next_kept_height(int height, int depth) {
+  if (height + 2 <= depth) return height + 2;
+  return height < depth ? depth : depth + 1;
+}
+
 OBSAUG_HD void set_leaf(TreeView t, int64_t slot, double weight) {
   sum_at(t, t.leaves + slot) = weight;
   min_at(t, t.leaves + slot) = weight > 0.0 ? weight : std::numeric_limits<double>::infinity();
 }
 
-// Recomputes one inner node from its children.
+// The smaller of a left and a right min (the right one only when smaller).
+OBSAUG_HD double min_of(double l, double r) { return r < l ? r : l; }
+
+// Recomputes one inner node from its children (both stored).
 OBSAUG_HD void refresh_node(TreeView t, int64_t node) {
   sum_at(t, node) = add_rn(sum_at(t, 2 * node), sum_at(t, 2 * node + 1));
-  const double l = min_at(t, 2 * node), r = min_at(t, 2 * node + 1);
-  min_at(t, node) = r < l ? r : l;
+  min_at(t, node) = min_of(min_at(t, 2 * node), min_at(t, 2 * node + 1));
+}
+
+// Recomputes kept node `node` at an even height >= 2 from its four kept
+// grandchildren 4 node .. 4 node + 3: its two children first, exactly as
+// refresh_node would store them, then the node itself.
+OBSAUG_HD void refresh_from_grandchildren(TreeView t, int64_t node) {
+  const int64_t g = 4 * node;
+  const double left = add_rn(sum_at(t, g), sum_at(t, g + 1));
+  const double right = add_rn(sum_at(t, g + 2), sum_at(t, g + 3));
+  sum_at(t, node) = add_rn(left, right);
+  min_at(t, node) =
+      min_of(min_of(min_at(t, g), min_at(t, g + 1)), min_of(min_at(t, g + 2), min_at(t, g + 3)));
+}
+
+// Recomputes the kept ancestor at `height` (a height next_kept_height gives)
+// of leaf node `leaf`.
+OBSAUG_HD void refresh_ancestor(TreeView t, int64_t leaf, int height) {
+  const int64_t node = leaf >> height;
+  if (height % 2 == 0) {
+    refresh_from_grandchildren(t, node);
+  } else {
+    refresh_node(t, node);  // the root at an odd depth: its children 2, 3 are kept
+  }
 }
 
 // The stratified target of draw b of `batch`: u = (b + unit(r0)) / batch with
@@ -91,17 +156,14 @@ OBSAUG_HD double stratified_target(uint64_t seed, uint64_t call, uint32_t b, int
   return mul_rn(u, total);
 }
 
-// One level of the walk that draws a slot (2 reads): with l, r the sums of
-// `node`'s children, go left when target < l; else, when r > 0, subtract l
-// and go right; else (nothing on the right) go left keeping the target.
+// One level of the walk that draws a slot, given the sums l, r of `node`'s
+// children: go left when target < l; else, when r > 0, subtract l and go
+// right; else (nothing on the right) go left keeping the target.
 // While sum[1] > 0 the walk never enters a subtree of zero weight, so it ends
 // on a positive weight: the first slot whose prefix exceeds the target, or the
 // last positive weight before it when rounding put the target past the end.
-// `Sum` is anything indexable by node (a pointer, Sums; the tests count reads).
-template <class Sum>
-OBSAUG_HD void descend_step(const Sum& sum, int64_t* node, double* target) {
+OBSAUG_HD void choose_child(double l, double r, int64_t* node, double* target) {
   const int64_t left = 2 * *node;
-  const double l = sum[left], r = sum[left + 1];
   if (*target < l) {
     *node = left;
   } else if (r > 0.0) {
@@ -112,11 +174,36 @@ OBSAUG_HD void descend_step(const Sum& sum, int64_t* node, double* target) {
   }
 }
 
-// The slot a target draws: descend_step from the root down to a leaf.
+// One level down from a node whose children are stored (2 reads).
+// `Sum` is anything indexable by node (a pointer, Sums; the tests count reads).
+template <class Sum>
+OBSAUG_HD void descend_step(const Sum& sum, int64_t* node, double* target) {
+  choose_child(sum[2 * *node], sum[2 * *node + 1], node, target);
+}
+
+// Two levels down from a kept node at an even height >= 2 (4 reads, its
+// grandchildren): the children's sums computed as refresh_from_grandchildren
+// computes them, so the walk takes the turns it would take on a tree that
+// stored every level.
+template <class Sum>
+OBSAUG_HD void descend_two(const Sum& sum, int64_t* node, double* target) {
+  const int64_t g = 4 * *node;
+  const double g0 = sum[g], g1 = sum[g + 1], g2 = sum[g + 2], g3 = sum[g + 3];
+  choose_child(add_rn(g0, g1), add_rn(g2, g3), node, target);
+  if (*node & 1) {
+    choose_child(g2, g3, node, target);
+  } else {
+    choose_child(g0, g1, node, target);
+  }
+}
+
+// The slot a target draws: from the root down to a leaf, one step at the
+// root when the depth is odd (its children are kept), then two at a time.
 template <class Sum>
 OBSAUG_HD int64_t descend(const Sum& sum, int64_t leaves, double target) {
   int64_t node = 1;
-  while (node < leaves) descend_step(sum, &node, &target);
+  if (depth_of(leaves) % 2 == 1) descend_step(sum, &node, &target);
+  while (node < leaves) descend_two(sum, &node, &target);
   return node - leaves;
 }
 

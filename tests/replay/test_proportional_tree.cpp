@@ -1,10 +1,12 @@
 // The prioritized sampler's sum tree (replay/proportional_tree.h,
 // replay/proportional.h): incremental updates equal a rebuild from scratch bit
-// for bit, a draw reads 2 nodes per level and an update touches only the
-// updated leaves' ancestors (and their children), and the walk's edge cases
-// (a target on a boundary, on or past the total, zero weights, padding). The
-// level-synchronous host loops equal one walker at a time, in both layouts
-// (two arrays, and the (sum, min) pairs the ReplayBuffer allocates).
+// for bit at every kept node, a draw reads 2 nodes per level and takes the
+// turns of a walk over a tree that stores every level, an update touches only
+// the updated leaves' kept ancestors (and their grandchildren), and the walk's
+// edge cases (a target on a boundary, on or past the total, zero weights,
+// padding). The level-synchronous host loops equal one walker at a time, in
+// both layouts (two arrays, and the (sum, min) pairs the ReplayBuffer
+// allocates).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -40,7 +42,8 @@ struct HostTree {
   std::vector<double> sum, min;
 };
 
-// The naive reference: the tree built bottom-up from every leaf's weight.
+// The naive reference: a tree that stores every level, built bottom-up from
+// every leaf's weight with refresh_node.
 HostTree rebuilt(int64_t capacity, const std::vector<double>& weights) {
   HostTree t(capacity);
   for (int64_t s = 0; s < capacity; ++s) tree::set_leaf(t.view(), s, weights[s]);
@@ -48,8 +51,22 @@ HostTree rebuilt(int64_t capacity, const std::vector<double>& weights) {
   return t;
 }
 
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+// The walk over a tree that stores every level: descend_step from the root.
+int64_t full_tree_descend(const std::vector<double>& sum, int64_t leaves, double target) {
+  int64_t node = 1;
+  while (node < leaves) tree::descend_step(sum.data(), &node, &target);
+  return node - leaves;
+}
+
+// The same bits at every node the tree keeps (`a` may leave the others stale).
+bool same_kept_bits(const std::vector<double>& a, const std::vector<double>& b, int64_t leaves) {
+  if (a.size() != b.size()) return false;
+  for (int64_t node = 1; node < static_cast<int64_t>(a.size()); ++node) {
+    if (tree::kept(leaves, node) && std::memcmp(&a[node], &b[node], sizeof(double)) != 0) {
+      return false;
+    }
+  }
+  return true;
 }
 
 // Reads of the sum array, counted.
@@ -93,8 +110,8 @@ TEST(ProportionalTree, RandomUpdatesEqualARebuildBitForBit) {
       t.assign(slots, w);
     }
     const HostTree want = rebuilt(capacity, weights);
-    EXPECT_TRUE(same_bits(t.sum, want.sum)) << "capacity " << capacity;
-    EXPECT_TRUE(same_bits(t.min, want.min)) << "capacity " << capacity;
+    EXPECT_TRUE(same_kept_bits(t.sum, want.sum, t.leaves)) << "capacity " << capacity;
+    EXPECT_TRUE(same_kept_bits(t.min, want.min, t.leaves)) << "capacity " << capacity;
   }
 }
 
@@ -112,32 +129,77 @@ HostTree periodic_tree(int64_t capacity, double base, int64_t period) {
 }
 
 TEST(ProportionalTree, ADrawReadsTwoNodesPerLevel) {
-  HostTree t = periodic_tree(1000000, 1.0, 13);  // 2^20 leaves
-  std::vector<int64_t> drawn(256);
-  proportional_draw_host(t.view(), 3, 9, 256, drawn.data());
-  for (int64_t b = 0; b < 256; ++b) {
-    int64_t reads = 0;
-    const double target = tree::stratified_target(3, 9, static_cast<uint32_t>(b), 256, t.sum[1]);
-    const int64_t slot = tree::descend(CountingSum{t.sum.data(), &reads}, t.leaves, target);
-    EXPECT_EQ(slot, drawn[b]);
-    EXPECT_EQ(reads, 2 * 20) << "draw " << b;
+  // 2^20 leaves (two levels per step from the root) and 2^19 (one step at the root first)
+  for (const auto& [capacity, depth] : {std::pair<int64_t, int64_t>{1000000, 20}, {300000, 19}}) {
+    HostTree t = periodic_tree(capacity, 1.0, 13);
+    ASSERT_EQ(t.leaves, int64_t{1} << depth);
+    std::vector<int64_t> drawn(256);
+    proportional_draw_host(t.view(), 3, 9, 256, drawn.data());
+    for (int64_t b = 0; b < 256; ++b) {
+      int64_t reads = 0;
+      const double target = tree::stratified_target(3, 9, static_cast<uint32_t>(b), 256, t.sum[1]);
+      const int64_t slot = tree::descend(CountingSum{t.sum.data(), &reads}, t.leaves, target);
+      EXPECT_EQ(slot, drawn[b]);
+      EXPECT_EQ(reads, 2 * depth) << "capacity " << capacity << " draw " << b;
+    }
   }
 }
 
-TEST(ProportionalTree, AnUpdateTouchesOnlyTheAncestorsOfItsLeaves) {
-  // Every node that is neither on an updated leaf's path to the root nor a
-  // child of one holds NaN: an update that read such a node would carry NaN
-  // into the root's sum, and one that wrote it would overwrite the NaN.
-  HostTree t = periodic_tree(100000, 0.5, 7);
+TEST(ProportionalTree, KeptNodesAreEveryOtherLevelFromTheLeavesAndTheRoot) {
+  EXPECT_EQ(tree::depth_of(1), 0);
+  EXPECT_EQ(tree::depth_of(2), 1);
+  EXPECT_EQ(tree::depth_of(int64_t{1} << 23), 23);
+  // 8 leaves (depth 3): the root, nodes 2 and 3 (height 2), the leaves 8 .. 15
+  for (int64_t node = 1; node < 16; ++node) {
+    EXPECT_EQ(tree::kept(8, node), node == 1 || node == 2 || node == 3 || node >= 8) << node;
+  }
+  // 16 leaves (depth 4): the root (height 4), 4 .. 7 (height 2), the leaves
+  for (int64_t node = 1; node < 32; ++node) {
+    EXPECT_EQ(tree::kept(16, node), node == 1 || (node >= 4 && node < 8) || node >= 16) << node;
+  }
+  const auto heights = [](int depth) {
+    std::vector<int> out;
+    for (int h = tree::next_kept_height(0, depth); h <= depth;
+         h = tree::next_kept_height(h, depth)) {
+      out.push_back(h);
+    }
+    return out;
+  };
+  EXPECT_EQ(heights(0), std::vector<int>{});
+  EXPECT_EQ(heights(1), std::vector<int>{1});
+  EXPECT_EQ(heights(2), std::vector<int>{2});
+  EXPECT_EQ(heights(5), (std::vector<int>{2, 4, 5}));
+  EXPECT_EQ(heights(6), (std::vector<int>{2, 4, 6}));
+}
+
+TEST(ProportionalTree, AnUpdateTouchesOnlyTheKeptAncestorsOfItsLeaves) {
+  // Every node that is neither a kept ancestor of an updated leaf nor read to
+  // recompute one (the four grandchildren of a kept ancestor at an even
+  // height, the two children of the root at an odd depth) holds NaN: an
+  // update that read such a node would carry NaN into the root's sum, and one
+  // that wrote it would overwrite the NaN. Nodes at odd heights below the
+  // root are never touched.
+  HostTree t = periodic_tree(100000, 0.5, 7);  // 2^17 leaves: an odd depth
   const std::vector<int64_t> slots{3, 4, 5000, 77777, 99999};
   const std::vector<double> updated{2.0, 0.0, 9.5, 1e-3, 4.0};
+  const int depth = tree::depth_of(t.leaves);
+  ASSERT_EQ(depth % 2, 1);
   std::set<int64_t> allowed;
   for (int64_t s : slots) {
-    for (int64_t node = t.leaves + s; node >= 1; node /= 2) {
+    allowed.insert(t.leaves + s);
+    for (int h = tree::next_kept_height(0, depth); h <= depth;
+         h = tree::next_kept_height(h, depth)) {
+      const int64_t node = (t.leaves + s) >> h;
       allowed.insert(node);
-      allowed.insert(node ^ 1);  // the sibling, read to recompute the parent
+      if (h % 2 == 0) {
+        for (int64_t g = 4 * node; g < 4 * node + 4; ++g) allowed.insert(g);
+      } else {
+        allowed.insert(2);
+        allowed.insert(3);
+      }
     }
   }
+  for (int64_t node : allowed) ASSERT_TRUE(tree::kept(t.leaves, node)) << node;
   HostTree poisoned = t;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (int64_t node = 1; node < 2 * t.leaves; ++node) {
@@ -153,7 +215,9 @@ TEST(ProportionalTree, AnUpdateTouchesOnlyTheAncestorsOfItsLeaves) {
       ASSERT_TRUE(std::isnan(poisoned.sum[node]) && std::isnan(poisoned.min[node])) << node;
     }
   }
-  EXPECT_LE(allowed.size(), slots.size() * 2 * 18);
+  // per slot at most the leaf's kept ancestors at heights 2 .. 16 with their
+  // grandchildren (8 x 5 nodes) and the root with its two children
+  EXPECT_LE(allowed.size(), slots.size() * (8 * 5 + 3));
 }
 
 // Weights 1, 2, 0, 3, 0 (capacity 5, 8 leaves): prefix sums 1, 3, 3, 6, 6.
@@ -252,8 +316,9 @@ struct PairTree {
   std::vector<double> nodes;
 };
 
-// One leaf at a time, then its ancestors one by one up to the root: the
-// straightforward update the batched level-by-level loop must equal.
+// One leaf at a time, then its ancestors one by one up to the root, every
+// level stored: the straightforward update the batched loop over the kept
+// levels must equal at every kept node.
 void assign_one_at_a_time(tree::TreeView t, const std::vector<int64_t>& slots,
                           const std::vector<double>& weights) {
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -296,22 +361,24 @@ TEST(ProportionalTree, BatchedUpdatesEqualOneLeafAtATimeInBothLayouts) {
       proportional_assign_host(pairs.view(), slots.data(), w.data(),
                                static_cast<int64_t>(slots.size()));
     }
-    EXPECT_TRUE(same_bits(arrays.sum, reference.sum)) << "capacity " << capacity;
-    EXPECT_TRUE(same_bits(arrays.min, reference.min)) << "capacity " << capacity;
-    EXPECT_TRUE(same_bits(pairs.sums(), reference.sum)) << "capacity " << capacity;
-    EXPECT_TRUE(same_bits(pairs.mins(), reference.min)) << "capacity " << capacity;
+    const int64_t leaves = reference.leaves;
+    EXPECT_TRUE(same_kept_bits(arrays.sum, reference.sum, leaves)) << "capacity " << capacity;
+    EXPECT_TRUE(same_kept_bits(arrays.min, reference.min, leaves)) << "capacity " << capacity;
+    EXPECT_TRUE(same_kept_bits(pairs.sums(), reference.sum, leaves)) << "capacity " << capacity;
+    EXPECT_TRUE(same_kept_bits(pairs.mins(), reference.min, leaves)) << "capacity " << capacity;
   }
 }
 
-TEST(ProportionalTree, LevelSynchronousDrawsEqualOneDescentAtATimeInBothLayouts) {
+TEST(ProportionalTree, LevelSynchronousDrawsEqualAWalkOverEveryLevelInBothLayouts) {
   for (int64_t capacity : kCapacities) {
     std::mt19937_64 rng(static_cast<uint64_t>(capacity) + 200);
-    HostTree arrays(capacity);
+    HostTree reference(capacity), arrays(capacity);
     PairTree pairs(capacity);
     for (int round = 0; round < 20; ++round) {
       std::vector<int64_t> slots;
       std::vector<double> w;
       random_batch(rng, capacity, &slots, &w);
+      assign_one_at_a_time(reference.view(), slots, w);
       arrays.assign(slots, w);
       proportional_assign_host(pairs.view(), slots.data(), w.data(),
                                static_cast<int64_t>(slots.size()));
@@ -326,7 +393,9 @@ TEST(ProportionalTree, LevelSynchronousDrawsEqualOneDescentAtATimeInBothLayouts)
         for (int64_t b = 0; b < batch; ++b) {
           const double target =
               tree::stratified_target(5, call, static_cast<uint32_t>(b), batch, total);
-          const int64_t want = tree::descend(arrays.sum.data(), arrays.leaves, target);
+          const int64_t want = full_tree_descend(reference.sum, reference.leaves, target);
+          ASSERT_EQ(tree::descend(arrays.sum.data(), arrays.leaves, target), want)
+              << "capacity " << capacity << " round " << round << " draw " << b;
           ASSERT_EQ(from_arrays[static_cast<size_t>(b)], want)
               << "capacity " << capacity << " round " << round << " draw " << b;
           ASSERT_EQ(from_pairs[static_cast<size_t>(b)], want)
