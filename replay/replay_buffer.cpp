@@ -350,15 +350,23 @@ struct ReplayBuffer::Impl {
   }
 
   // Sets the sampling weight of `slots` (q when valid, else 0) in the trees:
-  // O(K log capacity) for K distinct slots.
-  void refresh_weights(std::vector<int64_t> slots) {
+  // O(K log capacity) for K distinct slots. `validity_unchanged` (a priority
+  // update: no slot became valid or invalid since the trees were last brought
+  // up to date): on a CPU buffer a slot whose leaf weighs more than 0 is then
+  // valid, as an invalid slot weighs 0, so its validity flag (one more random
+  // read per slot) is read only for a leaf at 0.
+  void refresh_weights(std::vector<int64_t> slots, bool validity_unchanged = false) {
     std::sort(slots.begin(), slots.end());
     slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
     if (slots.empty()) return;
     const int64_t k = static_cast<int64_t>(slots.size());
     std::vector<double> values(slots.size());
+    const bool from_leaves = validity_unchanged && o.device.is_cpu();
+    const tree::TreeView view = tree_view();
     for (size_t i = 0; i < slots.size(); ++i) {
-      values[i] = ring.valid(slots[i]) ? priority[static_cast<size_t>(slots[i])] : 0.0;
+      const bool valid =
+          (from_leaves && tree::sum_at(view, leaves + slots[i]) > 0.0) || ring.valid(slots[i]);
+      values[i] = valid ? priority[static_cast<size_t>(slots[i])] : 0.0;
     }
     if (o.device.is_cpu()) {
       proportional_assign_host(tree_view(), slots.data(), values.data(), k);
@@ -688,7 +696,7 @@ void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor
     d.priority[static_cast<size_t>(ip[i])] = std::pow(pp[i], d.o.alpha);
     d.max_priority = std::max(d.max_priority, pp[i]);
   }
-  d.refresh_weights(std::move(touched));
+  d.refresh_weights(std::move(touched), /*validity_unchanged=*/true);
 }
 
 // --- checkpoints ---------------------------------------------------------------

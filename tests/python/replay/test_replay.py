@@ -636,6 +636,42 @@ def test_update_priorities_changes_frequencies_weights_and_new_frames():
     assert weights.get(11) == pytest.approx(1.0) and weights.get(12) == pytest.approx(0.5)
 
 
+def test_update_priorities_of_invalid_and_zero_weight_slots():
+    """An update reaches slots of every kind: valid ones (at weight 0 or above),
+    ones that turned invalid since they were sampled, ones never valid. Invalid
+    slots stay at weight 0 whatever their priority, a valid slot at weight 0
+    comes back, and every draw and weight is the reference's, bit for bit."""
+    both = Both(*make_pair(capacity=12, frame_shape=(1, 3, 3), frame_stack=2, n_step=2,
+                           prioritized=True, alpha=0.7, beta=0.6, seed=8))
+    for t in range(9):
+        f = tagged(t, shape=(1, 3, 3))
+        if t in (0, 6):
+            both.add_first(f)
+        else:
+            both.add(torch.zeros(2), 0.0, f)
+    rb, ref = both.rb, both.ref
+    everything = torch.arange(len(rb))
+    rb.update_priorities(everything, torch.zeros(len(rb)))  # every weight 0, valid or not
+    ref.update_priorities(everything, torch.zeros(len(rb)))
+    sampled = torch.tensor(ref.valid_slots())
+    rb.update_priorities(sampled[:2], torch.tensor([3.0, 0.5]))
+    ref.update_priorities(sampled[:2], torch.tensor([3.0, 0.5]))
+    compare_sample(rb, ref, 16, "two valid slots back from weight 0")
+    # wrap the ring: the oldest slots are overwritten and turn invalid
+    for t in range(9, 16):
+        both.add(torch.zeros(2), 0.0, tagged(t, shape=(1, 3, 3)))
+    invalid = sorted(set(range(len(rb))) - set(ref.valid_slots()))
+    assert invalid and set(sampled.tolist()) & set(invalid)
+    everything = torch.arange(len(rb))
+    pri = torch.linspace(0.5, 4.0, len(rb))
+    rb.update_priorities(everything, pri)
+    ref.update_priorities(everything, pri)
+    for call in range(6):
+        got = compare_sample(rb, ref, 32, f"after updating every slot, call {call}")
+        assert not set(got["indices"].tolist()) & set(invalid)
+    check_counters(rb, ref)
+
+
 # ------------------------------------------------- gather_augment primitive
 
 GATHER_PIPES = {
