@@ -680,6 +680,10 @@ void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor
   const int64_t k = idx.size(0);
   const int64_t* ip = idx.data_ptr<int64_t>();
   const double* pp = pri.data_ptr<double>();
+  // On a CPU buffer each index's leaf is fetched here too, while pow() runs
+  // below: refresh_weights reads it, then the tree update writes it.
+  const bool leaves_on_host = d.o.device.is_cpu();
+  const tree::TreeView view = d.tree_view();
   for (int64_t i = 0; i < k; ++i) {
     if (ip[i] < 0 || ip[i] >= d.ring.size()) {
       throw std::out_of_range("ReplayBuffer.update_priorities: index " + std::to_string(ip[i]) +
@@ -690,6 +694,7 @@ void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor
                                    " at position " + std::to_string(i));
     }
     __builtin_prefetch(d.priority.data() + ip[i], 1);  // the write below then hits
+    if (leaves_on_host) __builtin_prefetch(&tree::sum_at(view, d.leaves + ip[i]), 1);
   }
   std::vector<int64_t> touched(ip, ip + k);
   for (int64_t i = 0; i < k; ++i) {
