@@ -1258,6 +1258,29 @@ def test_cuda_buffer_matches_cpu(prioritized):
 
 
 @needs_cuda
+@pytest.mark.parametrize("capacity", [100, 20000], ids=["depth7", "depth15"])
+def test_cuda_prioritized_tree_matches_cpu_after_bulk_and_small_updates(capacity):
+    """The sum tree keeps every other level (replay/proportional_tree.h); at an
+    odd depth the root is recomputed from its two children. Both depths'
+    parities, and both CUDA update paths (more than 8192 leaves: one launch
+    per kept level; fewer: one block), give the CPU buffer's draws."""
+    kw = dict(capacity=capacity, frame_shape=(1, 2, 2), frame_stack=1, prioritized=True, seed=23)
+    cpu, gpu = make_rb(**kw), make_rb(device="cuda", **kw)
+    fill([cpu, gpu], capacity + 50, (1, 2, 2), seed=4, n_envs=2)
+    g = torch.Generator().manual_seed(capacity)
+    everything = torch.arange(len(cpu))
+    pri = torch.rand(len(cpu), generator=g, dtype=torch.float64) * 3
+    cpu.update_priorities(everything, pri)
+    gpu.update_priorities(everything.cuda(), pri.cuda())
+    for k in range(6):
+        a, b = cpu.sample(64), gpu.sample(64)
+        assert_same(a, b, f"after the bulk update, call {k}")
+        small = torch.rand(64, generator=g, dtype=torch.float64) + 0.01
+        cpu.update_priorities(a["indices"], small)
+        gpu.update_priorities(b["indices"], small.cuda())
+
+
+@needs_cuda
 @pytest.mark.parametrize("out", ["uint8", "float32"])
 def test_cuda_gather_augment_matches_cpu(out):
     storage, indices = gather_inputs(n=30, b=16, h=84, w=84)
