@@ -5,8 +5,8 @@
 // advance one kept level (two levels of the tree) together, so the cache
 // misses of one level are independent and overlap instead of following one
 // another (below the cached top of a large tree every kept level is a DRAM
-// miss). Each walker's arithmetic is
-// descend()'s or refresh_ancestor's, in the order a lone walker would do it.
+// miss). Each walker's arithmetic is descend()'s or refresh_ancestor's, in
+// the order a lone walker would do it.
 #include <vector>
 
 #include "replay/proportional.h"

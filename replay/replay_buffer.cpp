@@ -369,7 +369,7 @@ struct ReplayBuffer::Impl {
       values[i] = valid ? priority[static_cast<size_t>(slots[i])] : 0.0;
     }
     if (o.device.is_cpu()) {
-      proportional_assign_host(tree_view(), slots.data(), values.data(), k);
+      proportional_assign_host(view, slots.data(), values.data(), k);
       return;
     }
 #ifdef OBSAUG_WITH_CUDA
