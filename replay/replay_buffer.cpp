@@ -379,9 +379,8 @@ struct ReplayBuffer::Impl {
         at::from_blob(slots.data(), {k}, cpu.dtype(at::kLong)).to(o.device);
     const at::Tensor value_device =
         at::from_blob(values.data(), {k}, cpu.dtype(at::kDouble)).to(o.device);
-    proportional_assign_cuda(tree_view(), slot_device.data_ptr<int64_t>(),
-                             value_device.data_ptr<double>(), k,
-                             c10::cuda::getCurrentCUDAStream(o.device.index()).stream());
+    proportional_assign_cuda(view, slot_device.data_ptr<int64_t>(), value_device.data_ptr<double>(),
+                             k, c10::cuda::getCurrentCUDAStream(o.device.index()).stream());
 #else
     throw std::logic_error("ReplayBuffer: a CUDA buffer without CUDA support");
 #endif
