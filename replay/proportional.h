@@ -3,9 +3,9 @@
 // and a batch of stratified draws, each O(count * log capacity), run by the
 // host (proportional_host.cpp) or on a CUDA stream (proportional_cuda.cu)
 // with the same arithmetic, so both give the same bits. The owner (the
-// ReplayBuffer) allocates the nodes: 2 * leaf_count(capacity) sums zeroed and
-// as many mins filled with +inf (every weight 0), in either layout of
-// tree::TreeView.
+// ReplayBuffer) allocates the nodes: 2 * leaf_count(capacity) sums and as many
+// mins, in either layout of tree::TreeView, with every kept node's sum zeroed
+// and its min +inf (every weight 0; tree::kept says which nodes are kept).
 #pragma once
 
 #include <cstddef>

@@ -22,8 +22,8 @@
 // four grandchildren (one cache line in the pairs layout) per two levels
 // instead of a line per level, and the tree holds the same values, bit for
 // bit, at every kept node. Nodes at odd heights below the root (a third of
-// the 2 * leaves allocated) keep whatever the owner filled them with and are
-// never read.
+// the 2 * leaves allocated) are never read or written: an owner need not
+// initialise them.
 //
 // Memory: node i's sum at sum[i * stride], its min at min[i * stride]. Stride 1
 // is two arrays; stride 2 is one array of (sum, min) pairs (min = sum + 1),

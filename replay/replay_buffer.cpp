@@ -156,8 +156,21 @@ struct ReplayBuffer::Impl {
         assign_on_huge_pages(&priority, static_cast<size_t>(o.capacity), 0.0);
         const auto f64 = at::TensorOptions().dtype(at::kDouble).device(o.device);
         tree_nodes = empty_read_at_random({2 * leaves, 2}, f64);
-        tree_nodes.select(1, 0).zero_();  // every weight 0
-        tree_nodes.select(1, 1).fill_(std::numeric_limits<double>::infinity());
+        // Every weight 0: sums 0, mins +inf.
+        const auto no_weight = [](const at::Tensor& nodes) {
+          nodes.select(1, 0).zero_();
+          nodes.select(1, 1).fill_(std::numeric_limits<double>::infinity());
+        };
+        if (o.device.is_cpu()) {
+          // Only the kept levels (replay/proportional_tree.h): the others are
+          // never read, so their pages, a third of the tree, are never touched.
+          const int depth = tree::depth_of(leaves);
+          for (int h = 0; h <= depth; h = tree::next_kept_height(h, depth)) {
+            no_weight(tree_nodes.slice(0, leaves >> h, 2 * (leaves >> h)));
+          }
+        } else {
+          no_weight(tree_nodes);  // whole: host_tree() copies all of it
+        }
       }
     } catch (const std::bad_alloc&) {
       too_large("the allocation failed");

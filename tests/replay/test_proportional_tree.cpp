@@ -33,6 +33,13 @@ struct HostTree {
         sum(static_cast<size_t>(2 * leaves), 0.0),
         min(static_cast<size_t>(2 * leaves), kInf) {}
   tree::TreeView view() { return {sum.data(), min.data(), leaves}; }
+  // NaN in every node the tree does not keep, as an owner may leave them
+  // (uninitialised): reading one would carry NaN into a sum or a turn.
+  void poison_unkept() {
+    for (int64_t node = 1; node < 2 * leaves; ++node) {
+      if (!tree::kept(leaves, node)) sum[node] = min[node] = std::nan("");
+    }
+  }
   // Sets the given slots' weights (sorted, distinct) through the sampler's update.
   void assign(const std::vector<int64_t>& slots, const std::vector<double>& weights) {
     proportional_assign_host(view(), slots.data(), weights.data(),
@@ -304,6 +311,11 @@ struct PairTree {
     }
   }
   tree::TreeView view() { return {nodes.data(), nodes.data() + 1, leaves, 2}; }
+  void poison_unkept() {  // as HostTree::poison_unkept
+    for (int64_t node = 1; node < 2 * leaves; ++node) {
+      if (!tree::kept(leaves, node)) nodes[2 * node] = nodes[2 * node + 1] = std::nan("");
+    }
+  }
   // The sums and the mins as two arrays (the stride-1 layout's).
   std::vector<double> sums() const { return every_other(0); }
   std::vector<double> mins() const { return every_other(1); }
@@ -374,6 +386,8 @@ TEST(ProportionalTree, LevelSynchronousDrawsEqualAWalkOverEveryLevelInBothLayout
     std::mt19937_64 rng(static_cast<uint64_t>(capacity) + 200);
     HostTree reference(capacity), arrays(capacity);
     PairTree pairs(capacity);
+    arrays.poison_unkept();  // never read: the draws below must not see it
+    pairs.poison_unkept();
     for (int round = 0; round < 20; ++round) {
       std::vector<int64_t> slots;
       std::vector<double> w;
