@@ -74,19 +74,15 @@ OBSAUG_HD Philox4 replay_block(uint64_t seed, uint64_t call, uint32_t b, uint32_
                        static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
 }
 
-// The number of leaves for `capacity` slots: the smallest power of two >= it.
-OBSAUG_HD int64_t leaf_count(int64_t capacity) {
-  int64_t leaves = 1;
-  while (leaves < capacity) leaves *= 2;
-  return leaves;
-}
-
-// log2(leaves): the levels below the root.
-OBSAUG_HD int depth_of(int64_t leaves) {
+// ceil(log2(n)); for n = leaves (a power of two), the levels below the root.
+OBSAUG_HD int depth_of(int64_t n) {
   int depth = 0;
-  while ((int64_t{1} << depth) < leaves) ++depth;
+  while ((int64_t{1} << depth) < n) ++depth;
   return depth;
 }
+
+// The number of leaves for `capacity` slots: the smallest power of two >= it.
+OBSAUG_HD int64_t leaf_count(int64_t capacity) { return int64_t{1} << depth_of(capacity); }
 
 // The height of `node` above the leaves: depth - floor(log2(node)).
 OBSAUG_HD int height_of(int64_t leaves, int64_t node) {
