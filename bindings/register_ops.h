@@ -14,6 +14,7 @@ inline void register_backend(torch::Library& m) {
   m.impl("augment_", &augment_);
   m.impl("gather_augment", &gather_augment);
   m.impl("shift", &shift);
+  m.impl("counted_shift", &counted_shift);
   m.impl("crop", &crop);
   m.impl("overlay", &overlay);
   m.impl("overlay_", &overlay_);

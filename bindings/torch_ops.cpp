@@ -10,6 +10,7 @@
 
 #include "kernels/augment.h"
 #include "kernels/name_table.h"
+#include "kernels/tensor_text.h"
 
 namespace obsaug::bindings {
 
@@ -64,6 +65,19 @@ void shift_out(const at::Tensor& obs, int64_t seed, int64_t step, int64_t pad,
                const std::string& padding, int64_t op_index, const at::Tensor& out) {
   ops::shift(obs, static_cast<uint64_t>(seed), static_cast<uint64_t>(step), pad, padding, op_index,
              out);
+}
+
+at::Tensor counted_shift(const at::Tensor& obs, const at::Tensor& step, int64_t seed, int64_t pad) {
+  TORCH_CHECK_VALUE(step.defined() && step.device().is_cpu() && step.scalar_type() == at::kLong &&
+                        step.dim() == 0,
+                    "counted_shift: step must be the CPU int64 scalar tensor that counts the "
+                    "calls, got ",
+                    step.defined() ? describe(step) : std::string("an undefined tensor"));
+  int64_t* counter = step.data_ptr<int64_t>();
+  at::Tensor out = ops::shift(obs, static_cast<uint64_t>(seed), static_cast<uint64_t>(*counter),
+                              pad, "replicate", /*op_index=*/0);
+  ++*counter;  // only after a call that succeeded: a rejected input leaves the count
+  return out;
 }
 
 namespace {
@@ -224,6 +238,10 @@ TORCH_LIBRARY(obsaug, m) {
   m.def(
       "shift(Tensor obs, int seed, int step, int pad=4, str padding=\"replicate\", "
       "int op_index=0) -> Tensor");
+  // obsaug.nn.RandomShift: shift at the step the CPU int64 scalar `step`
+  // holds, then advances it (a tensor, so torch.compile neither specialises
+  // nor recompiles on it).
+  m.def("counted_shift(Tensor obs, Tensor(a!) step, int seed, int pad=4) -> Tensor");
   m.def(
       "crop(Tensor obs, int seed, int step, int[] size, bool center=False, int op_index=0) "
       "-> Tensor");

@@ -46,6 +46,10 @@ void overlay_out(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, in
                  const at::Tensor& out);
 at::Tensor shift(const at::Tensor& obs, int64_t seed, int64_t step, int64_t pad,
                  const std::string& padding, int64_t op_index);
+// obsaug.nn.RandomShift's call: shift(obs, seed, step=*step, pad, "replicate"),
+// then *step += 1 (step: a CPU int64 scalar tensor; left as it was when the
+// shift throws).
+at::Tensor counted_shift(const at::Tensor& obs, const at::Tensor& step, int64_t seed, int64_t pad);
 at::Tensor crop(const at::Tensor& obs, int64_t seed, int64_t step, at::IntArrayRef size,
                 bool center, int64_t op_index);
 at::Tensor overlay(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, int64_t step,

@@ -346,6 +346,11 @@ def _shift_fake(obs, seed, step, pad=_default("shift", "pad"),
                                  "index": op_index})
 
 
+@torch.library.register_fake("obsaug::counted_shift")
+def _counted_shift_fake(obs, step, seed, pad=_default("shift", "pad")):
+    return _shift_fake(obs, seed, 0, pad, "replicate")
+
+
 @torch.library.register_fake("obsaug::crop")
 def _crop_fake(obs, seed, step, size, center=_default("crop", "center"), op_index=0):
     h, w = size[0], size[-1]

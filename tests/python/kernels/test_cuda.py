@@ -216,6 +216,18 @@ def test_cuda_graph_capture(dtype):
     assert_equal(ops.augment(x, pool, ops=pipe, seed=SEED, step=STEP).cpu(), buf.cpu())
 
 
+def test_nn_random_shift_on_device_counts_on_the_host():
+    import obsaug.nn as onn
+
+    x = random_obs((8, 9, 84, 84), torch.float32, seed=19)
+    aug = onn.RandomShift(pad=4, seed=SEED).to(DEV)
+    for step in range(3):
+        got = aug(x.to(DEV))
+        assert got.device.type == torch.device(DEV).type
+        assert_equal(ops.shift(x, seed=SEED, step=step, pad=4), got.cpu())
+    assert aug._step.device.type == "cpu" and aug.step == 3
+
+
 def test_float_bits_survive_geometric_ops():
     """-0.0 stays -0.0 on both backends (a same-dtype result is stored as is)."""
     x = torch.rand(4, 6, 17, 19) * 255

@@ -4,6 +4,7 @@ RandomShiftsAug (copied below as the reference: both give integer shifts in
 often), under torch.compile(fullgraph=True), and the DMControl-GB functions
 inside an agent update step written against DMControl-GB's names."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -74,6 +75,34 @@ def test_random_shift_is_obsaug_shift_with_a_step_counter():
     restored = onn.RandomShift(pad=4, seed=5)
     restored.load_state_dict(aug.state_dict())
     assert restored.step == 3 and torch.equal(restored(x), aug(x))
+
+
+def test_random_shift_keeps_its_count_when_the_input_is_rejected():
+    aug = onn.RandomShift(pad=4, seed=3)
+    x = torch.rand(2, 9, 84, 84) * 255
+    aug(x)
+    with pytest.raises(ValueError, match="4 dims"):
+        aug(x[0])
+    with pytest.raises(ValueError, match="pad"):
+        onn.RandomShift(pad=-1)
+    assert aug.step == 1
+    assert torch.equal(aug(x), obsaug.ops.shift(x, seed=3, step=1, pad=4))
+
+
+def test_counted_shift_names_a_wrong_counter():
+    x = torch.rand(2, 9, 84, 84)
+    for step in (torch.zeros(1, dtype=torch.long), torch.zeros((), dtype=torch.int32),
+                 torch.zeros((), dtype=torch.float64)):
+        with pytest.raises(ValueError, match="step must be the CPU int64 scalar tensor"):
+            torch.ops.obsaug.counted_shift(x, step, 0, 4)
+        assert step.sum() == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint8])
+def test_counted_shift_passes_opcheck(dtype):
+    x = (torch.rand(3, 6, 8, 9) * 255).to(dtype)
+    torch.library.opcheck(torch.ops.obsaug.counted_shift.default,
+                          (x, torch.tensor(5, dtype=torch.int64), 3, 2))
 
 
 def test_random_shift_matches_drqv2_distribution():
