@@ -27,6 +27,7 @@
 #include "kernels/cpu_clones.h"
 #include "kernels/frame_eval.h"
 #include "kernels/frame_rows_cpu.h"
+#include "kernels/streaming_stores.h"
 
 namespace obsaug {
 
@@ -1233,6 +1234,11 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
   const bool in_place = static_cast<const void*>(buf.in) == static_cast<const void*>(buf.out);
   constexpr bool kSameType = std::is_same<In, Out>::value;
   const bool direct = kSameType && buf.scale == 1.0f && buf.bias == 0.0f;
+  // An out-of-place output larger than the cache is written with streaming
+  // stores (kernels/streaming_stores.h): each plane is built in scratch, in
+  // the L1 cache, then streamed out.
+  const bool streamed = !in_place && planes * out_plane * static_cast<int64_t>(sizeof(Out)) >=
+                                         stream_threshold_bytes();
   if (p.n_ops == 0 && direct) {
     // Nothing but the layout (a replay buffer's sample without augmentation):
     // each output plane is one copy of the plane it reads, with no per-sample
@@ -1249,9 +1255,14 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
         // the plane kCopyAhead ahead is fetched while this one is copied
         if (plane + kCopyAhead < end) __builtin_prefetch(input_plane(p, buf, plane + kCopyAhead));
         const int64_t sample = plane / buf.channels;
-        std::memcpy(buf.out + output_plane(buf, sample, plane % buf.channels) * out_plane,
-                    input_plane(p, buf, plane), plane_bytes);
+        Out* out = buf.out + output_plane(buf, sample, plane % buf.channels) * out_plane;
+        if (streamed) {
+          stream_bytes(out, input_plane(p, buf, plane), static_cast<int64_t>(plane_bytes));
+        } else {
+          std::memcpy(out, input_plane(p, buf, plane), plane_bytes);
+        }
       }
+      if (streamed) stream_fence();
     });
     return;
   }
@@ -1273,6 +1284,7 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
   }
 
   at::parallel_for(0, planes / group, 1, [&](int64_t begin, int64_t end) {
+    const int64_t end_plane = end * group;
     SampleGeometry geometry;
     Scratch<In> scratch;
     scratch.pool_row.resize(p.out_w);
@@ -1280,7 +1292,9 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
     scratch.in_plane.resize(stage_plane);
     scratch.rows.resize(2 * static_cast<size_t>(std::max(p.in_w, p.out_w)));
     scratch.edges.resize(2 * static_cast<size_t>(p.out_h));
-    if (!direct) scratch.values.resize(group * out_plane);
+    const bool staged = !direct || streamed;  // planes built in scratch.values, then stored
+    if (staged) scratch.values.resize(group * out_plane);
+    std::vector<Out> streamed_plane(streamed && !direct ? out_plane : 0);
     if (mixes) scratch.jitter_rows.resize(3 * static_cast<size_t>(p.out_w));
     OpDraw draws[kMaxOps];
     OpDraw next_draws[kMaxOps];  // the next sample's, drawn ahead for ReadAhead
@@ -1379,17 +1393,33 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
       const auto run_planes = [&](int end) {
         for (int64_t c = 0; c < group; ++c) {
           if (next == 0) {
-            values[c] = direct ? reinterpret_cast<In*>(
-                                     buf.out + output_plane(buf, sample, channel + c) * out_plane)
-                               : scratch.values.data() + c * out_plane;
+            values[c] = staged ? scratch.values.data() + c * out_plane
+                               : reinterpret_cast<In*>(
+                                     buf.out + output_plane(buf, sample, channel + c) * out_plane);
             ReadAhead ahead = read_ahead(c);
             gather_source(p, geometry, input_plane(p, buf, first_plane + c), in_place, values[c],
                           &scratch, ahead);
           }
           for (int k = next; k < end; ++k) plane_op(k, c);
-          if (end == p.n_ops && !direct) {
-            store_span(values[c], buf.out + output_plane(buf, sample, channel + c) * out_plane,
-                       out_plane, buf.scale, buf.bias);
+          if (end == p.n_ops && staged) {
+            Out* out = buf.out + output_plane(buf, sample, channel + c) * out_plane;
+            const int64_t out_bytes = out_plane * static_cast<int64_t>(sizeof(Out));
+            if (!streamed) {
+              store_span(values[c], out, out_plane, buf.scale, buf.bias);
+            } else {
+              // the next plane's input is fetched while this one is written
+              const int64_t next_plane = first_plane + c + 1;
+              const bool has_next = next_plane < end_plane;
+              const void* next_in = has_next ? input_plane(p, buf, next_plane) : nullptr;
+              const int64_t next_bytes =
+                  has_next ? static_cast<int64_t>(sizeof(In)) * p.in_h * p.in_w : 0;
+              const void* plane = values[c];
+              if (!direct) {
+                store_span(values[c], streamed_plane.data(), out_plane, buf.scale, buf.bias);
+                plane = streamed_plane.data();
+              }
+              stream_bytes(out, plane, out_bytes, next_in, next_bytes);
+            }
           }
         }
       };
@@ -1409,6 +1439,7 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
       }
       run_planes(p.n_ops);
     }
+    if (streamed) stream_fence();
   });
 }
 

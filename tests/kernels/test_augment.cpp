@@ -31,6 +31,7 @@
 #include "kernels/philox.h"
 #include "kernels/pipeline.h"
 #include "kernels/pipeline_spec.h"
+#include "kernels/streaming_stores.h"
 #include "tests/kernels/reference.h"
 #include "tests/test_util.h"
 
@@ -288,6 +289,49 @@ TEST(AugmentReference, RandomPipelinesMatchPerPixelPath) {
   EXPECT_GT(with_zeros, 50);
   EXPECT_GT(in_place, 50);
   RecordProperty("seconds", std::to_string(seconds));
+}
+
+// Every out-of-place output streamed, as one larger than the cache is
+// (kernels/streaming_stores.h): the same bits as the per-pixel path, in
+// every dtype combination and for strided inputs; a copy without ops (a
+// replay buffer's sample) and a gather too. Frames of many widths put rows
+// and planes at every alignment.
+TEST(AugmentReference, StreamedOutputsMatchPerPixelPath) {
+  struct StreamEverything {
+    StreamEverything() { set_stream_threshold_bytes(0); }
+    ~StreamEverything() { set_stream_threshold_bytes(-1); }
+  } streamed;
+  std::mt19937_64 rng(20261201);
+  for (int trial = 0; trial < 120; ++trial) {
+    const Case c = random_case(rng);
+    SCOPED_TRACE("trial " + std::to_string(trial) + ": " + c.describe());
+    std::optional<at::Tensor> pool;
+    if (c.pool_images > 0) pool = random_u8({c.pool_images, c.channels, c.pool_h, c.pool_w}, rng);
+    const std::vector<int64_t> shape = {c.batch, c.stack * c.channels, c.height, c.width};
+    OutputOptions affine;
+    affine.dtype = at::kFloat;
+    affine.scale = 1.0 / 255.0;
+    affine.bias = -0.5;
+    for (const at::Tensor& obs : {random_u8(shape, rng), random_f32(shape, rng)}) {
+      SCOPED_TRACE(std::string("input ") + c10::toString(obs.scalar_type()));
+      const at::Tensor expected = reference(obs, pool, c.pipeline, c.seed, c.step);
+      EXPECT_TRUE(same_bits(expected, ops::augment(obs, pool, c.pipeline, c.seed, c.step)));
+      EXPECT_TRUE(same_bits(reference(obs, pool, c.pipeline, c.seed, c.step, affine),
+                            ops::augment(obs, pool, c.pipeline, c.seed, c.step, affine)));
+      EXPECT_TRUE(same_bits(expected, ops::augment(non_contiguous(obs, trial % 3), pool, c.pipeline,
+                                                   c.seed, c.step)));
+      // no ops: each plane one streamed copy
+      EXPECT_TRUE(same_bits(obs, ops::augment(obs, std::nullopt, {}, c.seed, c.step)));
+      std::vector<int64_t> frames(6);
+      for (int64_t& f : frames) f = static_cast<int64_t>(rng() % c.batch);
+      const at::Tensor idx = at::tensor(frames, at::kLong).view({3, 2});
+      const at::Tensor storage = obs.narrow(1, 0, c.channels).contiguous();
+      EXPECT_TRUE(same_bits(
+          storage.index_select(0, idx.flatten()).view({3, 2 * c.channels, c.height, c.width}),
+          ops::gather_augment(storage, idx, std::nullopt, {}, 0, 0)));
+    }
+    if (HasFailure()) return;
+  }
 }
 
 // A few fixed shapes that stress the CPU loop's run compression: a wide frame

@@ -1,0 +1,43 @@
+// Streaming (non-temporal) stores for CPU outputs larger than the cache.
+//
+// A plain store to a line not in the cache first reads the line from memory
+// (read for ownership), so an output that does not fit in the cache costs
+// three transfers per line: the input read, the output line read, the
+// output written back. Non-temporal stores write whole lines without reading
+// them: two transfers. On the 2-core build VM (BENCHMARKS.md, "Streaming
+// stores for outputs larger than the cache") this made the float32 shift at
+// B = 128 and 256 about 13% faster and a replay gather without ops about a
+// third faster. An output that fits in the cache is slower streamed (it goes
+// to memory instead of staying for its reader, and the input and output
+// then share the cache), so only outputs of at least
+// stream_threshold_bytes() are streamed.
+#pragma once
+
+#include <cstdint>
+
+namespace obsaug {
+
+// Out-of-place outputs of at least this many bytes are streamed: a quarter
+// of the last-level cache of one core (sysfs, else sysconf; 8 MiB of 32 on
+// the build VM, where streaming lost at 8 MB and won from 16 MB), 8 MiB
+// when unknown.
+int64_t stream_threshold_bytes();
+
+// For tests: streams outputs of at least `bytes` from now on; a negative
+// value restores the default. Not for concurrent use with running ops.
+void set_stream_threshold_bytes(int64_t bytes);
+
+// Copies n bytes from src to dst (not overlapping): non-temporal 16-byte
+// stores on the 16-byte aligned part of dst, plain stores at its ends
+// (x86-64; elsewhere a memcpy). The writes are weakly ordered: the writing
+// thread calls stream_fence() before any other thread may read dst.
+// [ahead, ahead + ahead_bytes) is prefetched on the way, spread over the
+// copy: what the caller reads next (the next plane's input), so that its
+// reads overlap these writes instead of following them.
+void stream_bytes(void* dst, const void* src, int64_t n, const void* ahead = nullptr,
+                  int64_t ahead_bytes = 0);
+
+// Orders this thread's streaming stores before its later stores (sfence).
+void stream_fence();
+
+}  // namespace obsaug
