@@ -248,10 +248,9 @@ TEST(AugmentReference, RandomPipelinesMatchPerPixelPath) {
     const at::Tensor obs_u8 = random_u8(shape, rng);
     const at::Tensor obs_f32 = random_f32(shape, rng);
     const int layout = static_cast<int>(rng() % 3);
-    OutputOptions affine;
-    affine.dtype = at::kFloat;
-    affine.scale = rng() % 2 ? 1.0 / 255.0 : 2.5;
-    affine.bias = rng() % 2 ? -0.5 : 0.0;
+    const double scale = rng() % 2 ? 1.0 / 255.0 : 2.5;
+    const double bias = rng() % 2 ? -0.5 : 0.0;
+    const OutputOptions affine{at::kFloat, scale, bias};
 
     for (const at::Tensor& obs : {obs_u8, obs_f32}) {
       SCOPED_TRACE(std::string("input ") + c10::toString(obs.scalar_type()));
@@ -308,10 +307,7 @@ TEST(AugmentReference, StreamedOutputsMatchPerPixelPath) {
     std::optional<at::Tensor> pool;
     if (c.pool_images > 0) pool = random_u8({c.pool_images, c.channels, c.pool_h, c.pool_w}, rng);
     const std::vector<int64_t> shape = {c.batch, c.stack * c.channels, c.height, c.width};
-    OutputOptions affine;
-    affine.dtype = at::kFloat;
-    affine.scale = 1.0 / 255.0;
-    affine.bias = -0.5;
+    const OutputOptions affine{at::kFloat, 1.0 / 255.0, -0.5};
     for (const at::Tensor& obs : {random_u8(shape, rng), random_f32(shape, rng)}) {
       SCOPED_TRACE(std::string("input ") + c10::toString(obs.scalar_type()));
       const at::Tensor expected = reference(obs, pool, c.pipeline, c.seed, c.step);
@@ -964,10 +960,7 @@ TEST(AugmentCuda, MatchesCpuBitForBit) {
       pool_cuda = pool->to(at::kCUDA);
     }
     const std::vector<int64_t> shape = {c.batch, c.stack * c.channels, c.height, c.width};
-    OutputOptions affine;
-    affine.dtype = at::kFloat;
-    affine.scale = 1.0 / 255.0;
-    affine.bias = -0.5;
+    const OutputOptions affine{at::kFloat, 1.0 / 255.0, -0.5};
     for (const at::Tensor& obs : {random_u8(shape, rng), random_f32(shape, rng)}) {
       SCOPED_TRACE(c10::toString(obs.scalar_type()));
       const at::Tensor obs_cuda = obs.to(at::kCUDA);
