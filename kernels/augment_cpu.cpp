@@ -27,6 +27,7 @@
 #include "kernels/cpu_clones.h"
 #include "kernels/frame_eval.h"
 #include "kernels/frame_rows_cpu.h"
+#include "kernels/plane_copy.h"
 #include "kernels/streaming_stores.h"
 
 namespace obsaug {
@@ -480,7 +481,7 @@ inline void gather_runs(const T* __restrict src, const std::vector<Run>& runs, T
 // same row stride: output rows [first, end) read input rows y + dy, rows above
 // read row `top`, rows below read row `bottom`. The translated rows are then
 // one contiguous block of the flat plane (offset dy * width + dx), moved with
-// one memmove; only their edge pixels need fixing afterwards.
+// one block copy; only their edge pixels need fixing afterwards.
 struct RowTranslation {
   bool valid = false;
   int32_t first = 0, end = 0, dy = 0, top = 0, bottom = 0;
@@ -606,8 +607,13 @@ OBSAUG_CLONES void translate_plane(const T* in, int32_t height, int32_t width,
   if (t.end > t.first && c.mid_len > 0) {
     const int64_t begin = static_cast<int64_t>(t.first) * width + c.mid_dst;
     const int64_t count = static_cast<int64_t>(t.end - t.first - 1) * width + c.mid_len;
-    std::memmove(values + begin, in + static_cast<int64_t>(t.first + t.dy) * width + c.mid_src,
-                 sizeof(T) * count);
+    T* dst = values + begin;
+    const T* src = in + static_cast<int64_t>(t.first + t.dy) * width + c.mid_src;
+    if (in_place) {  // overlapping: memmove (no slow distance measured there)
+      std::memmove(dst, src, sizeof(T) * count);
+    } else {
+      copy_plane_bytes(dst, src, sizeof(T) * count);
+    }
   }
   if (c.left_len > 0) {
     for (int32_t y = t.first; y < t.end; ++y) {
@@ -850,7 +856,7 @@ __attribute__((target("avx2"))) void blend_bytes_avx2(uint8_t* __restrict v,
                                                       const uint8_t* __restrict d, int64_t n,
                                                       uint32_t weight) {
   if (weight == kWeightOne) {
-    std::memcpy(v, d, static_cast<size_t>(n));
+    copy_plane_bytes(v, d, static_cast<size_t>(n));
     return;
   }
   int64_t i = 0;
@@ -1204,7 +1210,7 @@ void gather_source(const PipelineDesc& p, const SampleGeometry& geometry, const 
                     values, scratch->rows.data(), scratch->edges.data());
   } else {
     if (in_place && geometry.row_order == 0) {
-      std::memcpy(scratch->in_plane.data(), in, sizeof(In) * p.in_h * p.in_w);
+      copy_plane_bytes(scratch->in_plane.data(), in, sizeof(In) * p.in_h * p.in_w);
       in = scratch->in_plane.data();
     }
     gather_plane(in, p.in_w, geometry.row_source.data(), p.out_h, p.out_w, geometry.source_columns,
@@ -1259,7 +1265,7 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
         if (streamed) {
           stream_bytes(out, input_plane(p, buf, plane), static_cast<int64_t>(plane_bytes));
         } else {
-          std::memcpy(out, input_plane(p, buf, plane), plane_bytes);
+          copy_plane_bytes(out, input_plane(p, buf, plane), plane_bytes);
         }
       }
       if (streamed) stream_fence();

@@ -12,6 +12,7 @@
 #include "kernels/augment_cpu.h"
 #include "kernels/frame_eval.h"
 #include "kernels/frame_rows_cpu.h"
+#include "kernels/plane_copy.h"
 
 namespace obsaug {
 
@@ -168,7 +169,8 @@ void augment_cpu_frames(const PipelineDesc& p, const AugmentBuffers<In, Out>& bu
       FrameView<In> src{input_plane(p, buf, first_plane), work.in_plane, p.in_h, p.in_w};
       if (work.in_place && p.n_segments == 1 && !whole_by_rows) {
         // the only segment writes what it reads
-        std::memcpy(stages[1].data(), src.base, sizeof(In) * work.frame_channels * work.in_plane);
+        copy_plane_bytes(stages[1].data(), src.base,
+                         sizeof(In) * work.frame_channels * work.in_plane);
         src.base = stages[1].data();
       }
       for (int i = 0; i < p.n_segments; ++i) {

@@ -19,6 +19,7 @@
 #include "kernels/augment.h"
 #include "kernels/huge_pages.h"
 #include "kernels/philox.h"
+#include "kernels/plane_copy.h"
 #include "kernels/tensor_text.h"
 #include "replay/checkpoint_format.h"
 #include "replay/proportional.h"
@@ -305,9 +306,9 @@ struct ReplayBuffer::Impl {
       const int64_t bytes = frame_bytes();
       uint8_t* dst = frames.data_ptr<uint8_t>();
       for (size_t i = 0; i < slots.size(); ++i) {
-        std::memcpy(dst + slots[i] * bytes,
-                    src.data_ptr<uint8_t>() + static_cast<int64_t>(i) * bytes,
-                    static_cast<size_t>(bytes));
+        copy_plane_bytes(dst + slots[i] * bytes,
+                         src.data_ptr<uint8_t>() + static_cast<int64_t>(i) * bytes,
+                         static_cast<size_t>(bytes));
       }
     } else {
       at::Tensor slot_index =

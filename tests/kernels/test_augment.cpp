@@ -330,6 +330,38 @@ TEST(AugmentReference, StreamedOutputsMatchPerPixelPath) {
   }
 }
 
+// Outputs at every small distance past their input modulo 4 KiB: for some
+// shifts each plane's block copy then lies 1 to 31 bytes past its source,
+// where copy_plane_bytes leaves memcpy for its vector loop
+// (kernels/plane_copy.h); the copy-only path (no ops) at all of them.
+TEST(AugmentReference, PlanesAtEveryPageDistanceMatchPerPixelPath) {
+  std::mt19937_64 rng(20261202);
+  const Pipeline shift = {OpSpec::shift(4)};
+  const std::vector<int64_t> shape = {16, 3, 84, 84};
+  for (const at::Tensor& obs : {random_f32(shape, rng), random_u8(shape, rng)}) {
+    const int64_t elem = obs.element_size();
+    const at::Tensor flat = at::empty({obs.numel() + 8192 / elem}, obs.options());
+    const uintptr_t in = reinterpret_cast<uintptr_t>(obs.data_ptr());
+    const uintptr_t base = reinterpret_cast<uintptr_t>(flat.data_ptr());
+    for (int64_t distance = 0; distance < 4096; distance += distance < 64 ? elem : 1000) {
+      SCOPED_TRACE(std::string(c10::toString(obs.scalar_type())) + ", out " +
+                   std::to_string(distance) + " bytes past obs modulo 4 KiB");
+      const int64_t offset = static_cast<int64_t>((in + distance - base) & 4095);
+      ASSERT_EQ(offset % elem, 0);
+      OutputOptions o;
+      o.out = flat.narrow(0, offset / elem, obs.numel()).view(shape);
+      ASSERT_EQ((reinterpret_cast<uintptr_t>(o.out.data_ptr()) - in) & 4095, distance);
+      for (uint64_t step = 0; step < 4; ++step) {
+        ops::augment(obs, std::nullopt, shift, 11, step, o);
+        EXPECT_TRUE(same_bits(reference(obs, std::nullopt, shift, 11, step), o.out)) << step;
+        ops::augment(obs, std::nullopt, {}, 11, step, o);
+        EXPECT_TRUE(same_bits(obs, o.out)) << step;
+      }
+      if (HasFailure()) return;
+    }
+  }
+}
+
 // A few fixed shapes that stress the CPU loop's run compression: a wide frame
 // (long copy runs), pads larger than the frame (only repeat runs), every
 // column of a zero-padded frame blanked, a crop to a single column.
