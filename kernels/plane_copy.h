@@ -5,8 +5,8 @@
 // CPUs that announce fast short rep mov, AMD Zen 3 and 4 among them. There it
 // runs several times slower when the destination lies 1 to 15 bytes past the
 // source modulo 4 KiB, and somewhat slower up to 31 bytes, than a forward
-// loop of 32-byte moves (Zen 4, glibc 2.36, 26880-byte blocks in the cache:
-// 2.3-3.3 ms against 0.4-1.1 ms per 7.7 MB; benchmarks/plane_copy_bench.cpp,
+// loop in 32-byte steps (Zen 4, glibc 2.36, 26880-byte blocks in the cache:
+// 2.2-3.3 ms against 0.4-1.1 ms per 7.7 MB; benchmarks/plane_copy_bench.cpp,
 // BENCHMARKS.md "memcpy's slow distance"). Fresh input and output tensors
 // share their page offset, so a plane shifted one to four pixels to the
 // right (and not vertically) puts its translated block exactly there.
@@ -27,9 +27,8 @@ inline bool is_slow_memcpy_distance(const void* dst, const void* src) {
   return ahead != 0 && ahead < 32;
 }
 
-// Forward copy by 32-byte moves, the last one overlapping (n >= 32; the
-// buffers do not overlap). Inline, so that a caller compiled for AVX2
-// (OBSAUG_CLONES) gets 32-byte moves.
+// Forward copy in 32-byte steps, the last one overlapping (n >= 32; the
+// buffers do not overlap).
 inline void copy_by_vectors(void* dst, const void* src, size_t n) {
   auto* d = static_cast<unsigned char*>(dst);
   const auto* s = static_cast<const unsigned char*>(src);

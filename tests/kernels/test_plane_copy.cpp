@@ -4,6 +4,7 @@
 // PlanesAtEveryPageDistanceMatchPerPixelPath.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
