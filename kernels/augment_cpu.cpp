@@ -1104,6 +1104,17 @@ struct SampleGeometry {
     if (translation.valid) gather_zeros = GatherZeros();
   }
 
+  // Whether output column x reads input column clamp(x + *shift, 0, w - 1)
+  // for every x, the input as wide as the output (stream_translated_plane).
+  bool columns_are_shift(const PipelineDesc& p, int32_t* shift) const {
+    const int32_t w = p.out_w;
+    if (source_swapped || p.in_w != w || static_cast<int32_t>(coords.size()) != w) return false;
+    *shift = coords[w / 2] - w / 2;
+    for (int32_t x = 0; x < w; ++x)
+      if (coords[x] != std::min(std::max(x + *shift, 0), w - 1)) return false;
+    return true;
+  }
+
  private:
   // Pixels that zero padding blanks read a neighbour's source instead of
   // their traced 0 (any valid read does: the padding op overwrites them), so
@@ -1219,6 +1230,47 @@ void gather_source(const PipelineDesc& p, const SampleGeometry& geometry, const 
   }
 }
 
+// Whether every op only moves pixels with replicated edges (shift with
+// replicate padding, crop, flip, rotate), so that a plane is its gather alone.
+bool moves_only(const PipelineDesc& p) {
+  for (int k = 0; k < p.n_ops; ++k) {
+    const OpKind kind = p.ops[k].kind;
+    const bool moves = (kind == OpKind::kShift && !p.ops[k].zeros) || kind == OpKind::kCrop ||
+                       kind == OpKind::kFlip || kind == OpKind::kRotate;
+    if (!moves) return false;
+  }
+  return true;
+}
+
+// A float32 plane that is its gather alone, its columns a replicate shift
+// (SampleGeometry::columns_are_shift), written out of place with streaming
+// stores straight from the input: each 16-byte vector of an output row is
+// one load from its source row (built from four clamped pixels at the row's
+// ends), so that the input's loads and the output's stores interleave.
+// Built in scratch first and then streamed, a float32 84x84 plane (28 KB)
+// is read whole before any of it is written, and the shift took about
+// 1.2-1.3x as long at B = 128 and 256 (BENCHMARKS.md, "Float32 shifts
+// streamed from their input"). Rows of a multiple of 4 pixels, `out`
+// 16-byte aligned.
+void stream_translated_plane(const float* in, int32_t h, int32_t w, int32_t dx,
+                             const int32_t* row_source, float* out) {
+  for (int32_t y = 0; y < h; ++y) {
+    const float* src = in + static_cast<int64_t>(row_source[y]) * w;
+    float* dst = out + static_cast<int64_t>(y) * w;
+    for (int32_t x = 0; x < w; x += 4) {
+      const int32_t sx = x + dx;
+      __m128 v;
+      if (sx >= 0 && sx + 4 <= w) {
+        v = _mm_loadu_ps(src + sx);
+      } else {
+        const auto at = [&](int32_t i) { return src[std::min(std::max(sx + i, 0), w - 1)]; };
+        v = _mm_setr_ps(at(0), at(1), at(2), at(3));
+      }
+      _mm_stream_ps(dst + x, v);
+    }
+  }
+}
+
 }  // namespace
 
 // Work unit: one channel plane, or the C planes of a stacked frame when an op
@@ -1289,6 +1341,11 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
                  kind != OpKind::kRotate && kind != OpKind::kTranslate;
   }
 
+  // float32 shifts (and crops, flips, quarter turns) streamed straight from
+  // the input, sample by sample where its columns are a shift
+  const bool translated_streams = std::is_same<In, float>::value && kSameType && direct &&
+                                  streamed && group == 1 && moves_only(p) && p.out_w % 4 == 0 &&
+                                  reinterpret_cast<uintptr_t>(buf.out) % 16 == 0;
   at::parallel_for(0, planes / group, 1, [&](int64_t begin, int64_t end) {
     const int64_t end_plane = end * group;
     SampleGeometry geometry;
@@ -1306,6 +1363,8 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
     OpDraw next_draws[kMaxOps];  // the next sample's, drawn ahead for ReadAhead
     In* values[kMaxMixedChannels];
     int64_t drawn_sample = -1;
+    bool from_input = false;  // this sample's planes go to stream_translated_plane
+    int32_t column_shift = 0;
     int64_t drawn_frame = -1;
     bool next_drawn = false;
     for (int64_t unit = begin; unit < end; ++unit) {
@@ -1324,6 +1383,7 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
         if (next_drawn) draw_pipeline(p, counter_sample(buf, sample + 1), 0, next_draws);
         // geometry never depends on the frame
         geometry.build(p, draws, sizeof(In), zeros_first, in_place);
+        from_input = translated_streams && geometry.columns_are_shift(p, &column_shift);
         drawn_sample = sample;
         drawn_frame = 0;
       }
@@ -1398,6 +1458,16 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
       int next = 0;
       const auto run_planes = [&](int end) {
         for (int64_t c = 0; c < group; ++c) {
+          if constexpr (std::is_same<In, float>::value) {
+            if (from_input) {
+              stream_translated_plane(
+                  input_plane(p, buf, first_plane + c), p.out_h, p.out_w, column_shift,
+                  geometry.row_source.data(),
+                  reinterpret_cast<float*>(buf.out +
+                                           output_plane(buf, sample, channel + c) * out_plane));
+              continue;
+            }
+          }
           if (next == 0) {
             values[c] = staged ? scratch.values.data() + c * out_plane
                                : reinterpret_cast<In*>(

@@ -330,6 +330,55 @@ TEST(AugmentReference, StreamedOutputsMatchPerPixelPath) {
   }
 }
 
+// Streamed float32 pipelines that only move pixels with replicated edges:
+// planes whose columns are a shift are written straight from the input
+// (stream_translated_plane), the others built in scratch. Both equal the
+// same call unstreamed (and the per-pixel path, for the ops it covers:
+// rotate is checked against the unstreamed call only), into a fresh output,
+// an aligned out= and an out= 4 bytes off alignment (the scratch path), at
+// widths that are and are not a multiple of 4.
+TEST(AugmentReference, StreamedFloatMovesMatchUnstreamed) {
+  struct Threshold {
+    void set(int64_t bytes) { set_stream_threshold_bytes(bytes); }
+    ~Threshold() { set_stream_threshold_bytes(-1); }
+  } threshold;
+  std::mt19937_64 rng(20261203);
+  const std::vector<std::string> pipelines = {"op=shift,pad=4",
+                                              "op=shift,pad=4|op=shift,pad=2",
+                                              "op=flip,p=0.5,axis=vertical|op=shift,pad=3",
+                                              "op=flip,p=0.5|op=shift,pad=4",
+                                              "op=crop,size=16x18|op=shift,pad=2",
+                                              "op=shift,pad=30",
+                                              "op=rotate,p=0.5|op=shift,pad=1"};
+  for (const std::string& text : pipelines) {
+    const Pipeline pipeline = parse_pipeline(text);
+    const bool per_pixel = text.find("rotate") == std::string::npos;
+    for (const std::vector<int64_t>& shape :
+         {std::vector<int64_t>{12, 6, 20, 20}, std::vector<int64_t>{5, 3, 21, 21}}) {
+      SCOPED_TRACE(text + ", " + std::to_string(shape[2]) + "x" + std::to_string(shape[3]));
+      const at::Tensor obs = random_f32(shape, rng);
+      for (uint64_t step = 0; step < 6; ++step) {
+        threshold.set(int64_t{1} << 62);
+        const at::Tensor expected = ops::augment(obs, std::nullopt, pipeline, 5, step);
+        if (per_pixel)
+          EXPECT_TRUE(same_bits(reference(obs, std::nullopt, pipeline, 5, step), expected));
+        threshold.set(0);
+        EXPECT_TRUE(same_bits(expected, ops::augment(obs, std::nullopt, pipeline, 5, step)));
+        const at::Tensor flat = at::empty({expected.numel() + 4}, at::kFloat);
+        const int64_t aligned = static_cast<int64_t>(
+            ((16 - reinterpret_cast<uintptr_t>(flat.data_ptr()) % 16) % 16) / sizeof(float));
+        for (int64_t offset : {aligned, aligned + 1}) {
+          OutputOptions o;
+          o.out = flat.narrow(0, offset, expected.numel()).view(expected.sizes());
+          ops::augment(obs, std::nullopt, pipeline, 5, step, o);
+          EXPECT_TRUE(same_bits(expected, o.out)) << "step " << step << ", offset " << offset;
+        }
+      }
+      if (HasFailure()) return;
+    }
+  }
+}
+
 // Outputs at every small distance past their input modulo 4 KiB: for some
 // shifts each plane's block copy then lies 1 to 31 bytes past its source,
 // where copy_plane_bytes leaves memcpy for its vector loop
