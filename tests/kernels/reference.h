@@ -1,7 +1,9 @@
 // The per-pixel reference of the kernel tests: every output pixel evaluated on
 // its own from kernels/pipeline.h (draws of (sample, frame), row and column
 // traces, eval_pixel, output conversion), as the CUDA kernel's fallback path
-// does, independent of the CPU row loops.
+// does, independent of the CPU row loops. Valid for pipelines of shift, crop
+// and overlay (the per-plane path, kernels/pipeline.h); a quarter turn and
+// the rest of the second family are evaluated per frame (kernels/frame_eval.h).
 #pragma once
 
 #include <ATen/ops/empty.h>
