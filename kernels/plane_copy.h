@@ -1,17 +1,18 @@
 // Copies of whole planes and blocks (kilobytes) between buffers that do not
 // overlap: memcpy, except at the one distance where memcpy is slow.
 //
-// glibc (before 2.39) copies blocks from a few KiB up with `rep movsb` on
-// CPUs that announce fast short rep mov, AMD Zen 3 and 4 among them. There it
-// runs several times slower when the destination lies 1 to 15 bytes past the
-// source modulo 4 KiB, and somewhat slower up to 31 bytes, than a forward
-// loop in 32-byte steps (Zen 4, glibc 2.36, 26880-byte blocks in the cache:
-// 2.2-3.3 ms against 0.4-1.1 ms per 7.7 MB; benchmarks/plane_copy_bench.cpp,
-// BENCHMARKS.md "memcpy's slow distance"). Fresh input and output tensors
-// share their page offset, so a plane shifted one to four pixels to the
-// right (and not vertically) puts its translated block exactly there.
-// copy_plane_bytes takes the loop within 31 bytes ahead and memcpy
-// everywhere else, where memcpy is as fast or faster.
+// glibc (2.36 on the build VM) copies blocks from a few KiB up with
+// `rep movsb` on CPUs that announce fast short rep mov. On the build VM's
+// AMD Zen 4 (Zen 3 is reported to behave alike) that runs several times
+// slower when the destination lies 1 to 15 bytes past the source modulo
+// 4 KiB, and somewhat slower up to 31 bytes, than a forward loop in 32-byte
+// steps (26880-byte blocks in the cache: 2.2-3.3 ms against 0.4-1.1 ms per
+// 7.7 MB; benchmarks/plane_copy_bench.cpp, BENCHMARKS.md "memcpy's slow
+// distance"). Fresh input and output tensors share their page offset, so a
+// plane shifted one to four pixels to the right (and not vertically) puts
+// its translated block exactly there. copy_plane_bytes takes the loop
+// within 31 bytes ahead and memcpy everywhere else, where memcpy is as fast
+// or faster.
 #pragma once
 
 #include <cstddef>
