@@ -69,7 +69,12 @@ int main(int argc, char** argv) {
   for (int d : {48, 64, 2048, 4095}) distances.push_back(d);
   using Copy = void (*)(void*, const void*, size_t);
   const Copy methods[3] = {[](void* d, const void* s, size_t n) { std::memcpy(d, s, n); },
-                           obsaug::copy_by_vectors, obsaug::copy_plane_bytes};
+                           [](void* d, const void* s, size_t n) {
+                             obsaug::copy_bytes(static_cast<unsigned char*>(d),
+                                                static_cast<const unsigned char*>(s),
+                                                static_cast<int64_t>(n));
+                           },
+                           obsaug::copy_plane_bytes};
   std::printf("blocks %d x %d bytes, best of %d rounds, ms per pass over the blocks\n", blocks,
               bytes, rounds);
   std::printf("%8s %9s %9s %16s %14s\n", "distance", "memcpy", "loop", "copy_plane_bytes",

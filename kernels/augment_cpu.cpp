@@ -134,25 +134,6 @@ void runs_of(const std::vector<int32_t>& coords, std::vector<Run>* runs) {
   }
 }
 
-// Copies n bytes with fixed-size moves the compiler turns into vector loads
-// and stores (the last chunk overlaps), avoiding a memcpy call per short row.
-inline void copy_bytes(unsigned char* __restrict dst, const unsigned char* __restrict src,
-                       int64_t n) {
-  if (n >= 32) {
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) __builtin_memcpy(dst + i, src + i, 32);
-    if (i < n) __builtin_memcpy(dst + n - 32, src + n - 32, 32);
-  } else if (n >= 16) {
-    __builtin_memcpy(dst, src, 16);
-    __builtin_memcpy(dst + n - 16, src + n - 16, 16);
-  } else if (n >= 8) {
-    __builtin_memcpy(dst, src, 8);
-    __builtin_memcpy(dst + n - 8, src + n - 8, 8);
-  } else {
-    for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
-  }
-}
-
 const bool kHasAvx2 = [] {
   __builtin_cpu_init();  // this initialiser may run before libgcc's own
   return __builtin_cpu_supports("avx2") != 0;
@@ -1230,18 +1211,6 @@ void gather_source(const PipelineDesc& p, const SampleGeometry& geometry, const 
   }
 }
 
-// Whether every op only moves pixels with replicated edges (shift with
-// replicate padding, crop, flip, rotate), so that a plane is its gather alone.
-bool moves_only(const PipelineDesc& p) {
-  for (int k = 0; k < p.n_ops; ++k) {
-    const OpKind kind = p.ops[k].kind;
-    const bool moves = (kind == OpKind::kShift && !p.ops[k].zeros) || kind == OpKind::kCrop ||
-                       kind == OpKind::kFlip || kind == OpKind::kRotate;
-    if (!moves) return false;
-  }
-  return true;
-}
-
 // A float32 plane that is its gather alone, its columns a replicate shift
 // (SampleGeometry::columns_are_shift), written out of place with streaming
 // stores straight from the input: each 16-byte vector of an output row is
@@ -1333,18 +1302,23 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
   const int64_t group = mixes ? p.frame_channels : 1;  // mixing ops need C == 3
   const int64_t stage_plane = largest_stage_plane(p);
   bool zeros_first = true;  // no value op before a zero-padding op
+  // every op only moves pixels with replicated edges (shift with replicate
+  // padding, crop, flip, rotate), so that a plane is its gather alone
+  bool moves_only = true;
   for (int k = 0, value_ops = 0; k < p.n_ops; ++k) {
     const OpKind kind = p.ops[k].kind;
     const bool zeros = (kind == OpKind::kShift && p.ops[k].zeros) || kind == OpKind::kTranslate;
+    const bool value = kind != OpKind::kShift && kind != OpKind::kCrop && kind != OpKind::kFlip &&
+                       kind != OpKind::kRotate && kind != OpKind::kTranslate;
     zeros_first = zeros_first && !(zeros && value_ops > 0);
-    value_ops += kind != OpKind::kShift && kind != OpKind::kCrop && kind != OpKind::kFlip &&
-                 kind != OpKind::kRotate && kind != OpKind::kTranslate;
+    moves_only = moves_only && !zeros && !value;
+    value_ops += value;
   }
 
   // float32 shifts (and crops, flips, quarter turns) streamed straight from
   // the input, sample by sample where its columns are a shift
   const bool translated_streams = std::is_same<In, float>::value && kSameType && direct &&
-                                  streamed && group == 1 && moves_only(p) && p.out_w % 4 == 0 &&
+                                  streamed && group == 1 && moves_only && p.out_w % 4 == 0 &&
                                   reinterpret_cast<uintptr_t>(buf.out) % 16 == 0;
   at::parallel_for(0, planes / group, 1, [&](int64_t begin, int64_t end) {
     const int64_t end_plane = end * group;

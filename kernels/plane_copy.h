@@ -1,5 +1,6 @@
-// Copies of whole planes and blocks (kilobytes) between buffers that do not
-// overlap: memcpy, except at the one distance where memcpy is slow.
+// Byte copies between buffers that do not overlap: short rows by fixed-size
+// moves, whole planes and blocks (kilobytes) by memcpy, except at the one
+// distance where memcpy is slow.
 //
 // glibc (2.36 on the build VM) copies blocks from a few KiB up with
 // `rep movsb` on CPUs that announce fast short rep mov. On the build VM's
@@ -28,20 +29,31 @@ inline bool is_slow_memcpy_distance(const void* dst, const void* src) {
   return ahead != 0 && ahead < 32;
 }
 
-// Forward copy in 32-byte steps, the last one overlapping (n >= 32; the
-// buffers do not overlap).
-inline void copy_by_vectors(void* dst, const void* src, size_t n) {
-  auto* d = static_cast<unsigned char*>(dst);
-  const auto* s = static_cast<const unsigned char*>(src);
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32) __builtin_memcpy(d + i, s + i, 32);
-  if (i < n) __builtin_memcpy(d + n - 32, s + n - 32, 32);
+// Copies n bytes forward with fixed-size moves the compiler turns into
+// vector loads and stores (32-byte steps, the last one overlapping): short
+// rows without a memcpy call, and the copy at memcpy's slow distance.
+inline void copy_bytes(unsigned char* __restrict dst, const unsigned char* __restrict src,
+                       int64_t n) {
+  if (n >= 32) {
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) __builtin_memcpy(dst + i, src + i, 32);
+    if (i < n) __builtin_memcpy(dst + n - 32, src + n - 32, 32);
+  } else if (n >= 16) {
+    __builtin_memcpy(dst, src, 16);
+    __builtin_memcpy(dst + n - 16, src + n - 16, 16);
+  } else if (n >= 8) {
+    __builtin_memcpy(dst, src, 8);
+    __builtin_memcpy(dst + n - 8, src + n - 8, 8);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+  }
 }
 
 // memcpy(dst, src, n) for buffers that do not overlap.
 inline void copy_plane_bytes(void* dst, const void* src, size_t n) {
   if (n >= 64 && is_slow_memcpy_distance(dst, src)) {
-    copy_by_vectors(dst, src, n);
+    copy_bytes(static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src),
+               static_cast<int64_t>(n));
   } else {
     std::memcpy(dst, src, n);
   }

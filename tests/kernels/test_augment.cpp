@@ -224,6 +224,14 @@ at::Tensor sequential(const at::Tensor& obs, const std::optional<at::Tensor>& po
   return x;
 }
 
+// The streaming threshold (kernels/streaming_stores.h) for one test: set
+// here, the default again when the test ends.
+struct ScopedStreamThreshold {
+  explicit ScopedStreamThreshold(int64_t bytes) { set(bytes); }
+  void set(int64_t bytes) { set_stream_threshold_bytes(bytes); }
+  ~ScopedStreamThreshold() { set_stream_threshold_bytes(-1); }
+};
+
 // The heart of the suite: the CPU backend (vectorized rows) equals the
 // per-pixel path (what CUDA runs) bit for bit, in every dtype combination,
 // in place and out of place, for contiguous and strided inputs.
@@ -296,10 +304,7 @@ TEST(AugmentReference, RandomPipelinesMatchPerPixelPath) {
 // replay buffer's sample) and a gather too. Frames of many widths put rows
 // and planes at every alignment.
 TEST(AugmentReference, StreamedOutputsMatchPerPixelPath) {
-  struct StreamEverything {
-    StreamEverything() { set_stream_threshold_bytes(0); }
-    ~StreamEverything() { set_stream_threshold_bytes(-1); }
-  } streamed;
+  ScopedStreamThreshold streamed(0);  // every output streamed
   std::mt19937_64 rng(20261201);
   for (int trial = 0; trial < 120; ++trial) {
     const Case c = random_case(rng);
@@ -338,10 +343,7 @@ TEST(AugmentReference, StreamedOutputsMatchPerPixelPath) {
 // an out= 4 bytes off alignment (the scratch path), at widths that are and
 // are not a multiple of 4.
 TEST(AugmentReference, StreamedFloatMovesMatchUnstreamed) {
-  struct Threshold {
-    void set(int64_t bytes) { set_stream_threshold_bytes(bytes); }
-    ~Threshold() { set_stream_threshold_bytes(-1); }
-  } threshold;
+  ScopedStreamThreshold threshold(0);
   std::mt19937_64 rng(20261203);
   const std::vector<std::string> pipelines = {"op=shift,pad=4",
                                               "op=shift,pad=4|op=shift,pad=2",
@@ -361,8 +363,9 @@ TEST(AugmentReference, StreamedFloatMovesMatchUnstreamed) {
       for (uint64_t step = 0; step < 6; ++step) {
         threshold.set(int64_t{1} << 62);
         const at::Tensor expected = ops::augment(obs, std::nullopt, pipeline, 5, step);
-        if (per_pixel)
+        if (per_pixel) {
           EXPECT_TRUE(same_bits(reference(obs, std::nullopt, pipeline, 5, step), expected));
+        }
         threshold.set(0);
         EXPECT_TRUE(same_bits(expected, ops::augment(obs, std::nullopt, pipeline, 5, step)));
         const at::Tensor flat = at::empty({expected.numel() + 4}, at::kFloat);
