@@ -501,6 +501,9 @@ RowTranslation find_translation(const std::vector<int32_t>& row_source, int32_t 
 // the prefetches do not stall the gather (BENCHMARKS.md, "Read-ahead"). The
 // generic row loop uses it too (float32 crop 76 + flip, B = 256: 8.75-12.14
 // ms without, 7.68-9.68 ms with); the translation path does not.
+// The lines go to the second-level cache (prefetcht1), not the first: a plane
+// ahead is about 150 lines, and filling L1 with them measured 1.2-1.5x slower
+// (BENCHMARKS.md, "Read-ahead into L2").
 class ReadAhead {
  public:
   enum Stream { kInput, kPool, kStreams };
@@ -529,7 +532,7 @@ class ReadAhead {
  private:
   // asm volatile: GCC deletes a loop whose body is only __builtin_prefetch
   static void prefetch_line(uintptr_t at) {
-    asm volatile("prefetcht0 %0" : : "m"(*reinterpret_cast<const char*>(at)));
+    asm volatile("prefetcht1 %0" : : "m"(*reinterpret_cast<const char*>(at)));
   }
 
   __attribute__((always_inline)) void advance(Stream s) {
