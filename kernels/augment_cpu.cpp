@@ -1223,10 +1223,13 @@ void gather_source(const PipelineDesc& p, const SampleGeometry& geometry, const 
 // is read whole before any of it is written, and the shift took about
 // 1.2-1.3x as long at B = 128 and 256 (BENCHMARKS.md, "Float32 shifts
 // streamed from their input"). Rows of a multiple of 4 pixels, `out`
-// 16-byte aligned.
+// 16-byte aligned. `ahead` (the next plane) is prefetched over the rows, as
+// the gathers do: about a sixth faster at B = 128-1024 (BENCHMARKS.md,
+// "Read-ahead into L2").
 void stream_translated_plane(const float* in, int32_t h, int32_t w, int32_t dx,
-                             const int32_t* row_source, float* out) {
+                             const int32_t* row_source, float* out, ReadAhead& ahead) {
   for (int32_t y = 0; y < h; ++y) {
+    ahead.row();
     const float* src = in + static_cast<int64_t>(row_source[y]) * w;
     float* dst = out + static_cast<int64_t>(y) * w;
     for (int32_t x = 0; x < w; x += 4) {
@@ -1437,11 +1440,13 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
         for (int64_t c = 0; c < group; ++c) {
           if constexpr (std::is_same<In, float>::value) {
             if (from_input) {
+              ReadAhead ahead = read_ahead(c);
               stream_translated_plane(
                   input_plane(p, buf, first_plane + c), p.out_h, p.out_w, column_shift,
                   geometry.row_source.data(),
                   reinterpret_cast<float*>(buf.out +
-                                           output_plane(buf, sample, channel + c) * out_plane));
+                                           output_plane(buf, sample, channel + c) * out_plane),
+                  ahead);
               continue;
             }
           }
