@@ -356,8 +356,10 @@ TEST(AugmentReference, StreamedFloatMovesMatchUnstreamed) {
     const Pipeline pipeline = parse_pipeline(text);
     const bool per_pixel =
         text.find("rotate") == std::string::npos && text.find("flip") == std::string::npos;
+    // 44 = eleven vectors: two groups of four and single vectors inside a row
     for (const std::vector<int64_t>& shape :
-         {std::vector<int64_t>{12, 6, 20, 20}, std::vector<int64_t>{5, 3, 21, 21}}) {
+         {std::vector<int64_t>{12, 6, 20, 20}, std::vector<int64_t>{5, 3, 21, 21},
+          std::vector<int64_t>{4, 3, 44, 44}}) {
       SCOPED_TRACE(text + ", " + std::to_string(shape[2]) + "x" + std::to_string(shape[3]));
       const at::Tensor obs = random_f32(shape, rng);
       for (uint64_t step = 0; step < 6; ++step) {
