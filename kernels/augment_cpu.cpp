@@ -1219,15 +1219,14 @@ void gather_source(const PipelineDesc& p, const SampleGeometry& geometry, const 
 // stores straight from the input: each 16-byte vector of an output row is
 // one load from its source row (built from four clamped pixels at the row's
 // ends), so that the input's loads and the output's stores interleave.
-// Built in scratch first and then streamed, a float32 84x84 plane (28 KB)
-// is read whole before any of it is written, and the shift took about
-// 1.2-1.3x as long at B = 128 and 256 (BENCHMARKS.md, "Float32 shifts
-// streamed from their input"). Rows of a multiple of 4 pixels, `out`
-// 16-byte aligned. `ahead` (the next plane) is prefetched over the rows, as
-// the gathers do: about a sixth faster at B = 128-1024 (BENCHMARKS.md,
-// "Read-ahead into L2"). The vectors inside the source row go four at a
-// time, a 64-byte line of streaming stores back to back: one per loop turn,
-// with the edge test between them, took about 1.45x as long (same section).
+// Rows of a multiple of 4 pixels, `out` 16-byte aligned; `ahead` is the
+// next plane, prefetched over the rows as the gathers do. The vectors inside
+// the source row go four at a time, so that a 64-byte line's streaming
+// stores leave back to back. Measured (BENCHMARKS.md, "Float32 shifts
+// streamed from their input" and "Read-ahead into L2"): built in scratch
+// and then streamed, 1.2-1.3x as long at B = 128 and 256; without the
+// read-ahead, about a sixth longer; one store per loop turn with the edge
+// test between, about 1.45x.
 void stream_translated_plane(const float* in, int32_t h, int32_t w, int32_t dx,
                              const int32_t* row_source, float* out, ReadAhead& ahead) {
   // Output vectors x (multiples of 4) in [inner_begin, inner_end) read
