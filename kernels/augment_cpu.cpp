@@ -21,7 +21,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "kernels/cpu_clones.h"
@@ -1157,6 +1159,128 @@ struct SampleGeometry {
   std::vector<uint8_t> row_zero;
 };
 
+// The SampleGeometry of each distinct set of geometric draws that one
+// parallel chunk of a call meets, built once and shared by the samples that
+// drew the same. A shift of pad 4 has 81 such sets, so a batch of 256 needs
+// about 78 builds instead of 256 (build() was 13.6% of the instructions of
+// an in-place shift+overlay call at B = 256, 84x84; BENCHMARKS.md, "Sample
+// geometries shared"). The key is every field of the draws that build()
+// reads (offsets, sizes, gate, quarter turns); the value-only fields (pool
+// image, weight, colour, jitter factors) stay out, so samples that differ
+// only there share. A pipeline whose draws can make more than kMaxEntries
+// keys (any cutout: a rectangle per sample) shares nothing: each sample's
+// geometry is built into the same one, as without a cache.
+// One per thread (geometry_cache()); the geometries stay allocated from call
+// to call (at most kMaxEntries per thread), so that their vectors need no
+// allocation, and start() forgets the last call's keys: the pipeline, and
+// so the geometry of a draw, may differ.
+class GeometryCache {
+ public:
+  // Starts a chunk of a call of pipeline `p`. Without sharing (more keys
+  // than kMaxEntries) most samples would have a key of their own, and a
+  // cache would only spread the same builds over more memory.
+  void start(const PipelineDesc& p) {
+    used_ = 0;
+    slots_.fill(kEmpty);
+    shared_ = geometric_keys(p) <= static_cast<int64_t>(kMaxEntries);
+  }
+
+  // How many distinct keys the draws of `p` can make (an upper bound, capped
+  // just past kMaxEntries): per op, the number of values of its geometric
+  // draw fields (draw_op in kernels/pipeline.h).
+  static int64_t geometric_keys(const PipelineDesc& p) {
+    const int64_t cap = static_cast<int64_t>(kMaxEntries) + 1;
+    int64_t keys = 1;
+    for (int k = 0; k < p.n_ops && keys < cap; ++k) {
+      const OpDesc& op = p.ops[k];
+      int64_t values = 1;
+      switch (op.kind) {
+        case OpKind::kShift:
+          values = (2 * int64_t{op.pad} + 1) * (2 * int64_t{op.pad} + 1);
+          break;
+        case OpKind::kCrop:
+          if (!op.center) values = int64_t{op.in_w - op.out_w + 1} * (op.in_h - op.out_h + 1);
+          break;
+        case OpKind::kTranslate:
+          values = int64_t{op.out_w - op.in_w + 1} * (op.out_h - op.in_h + 1);
+          break;
+        case OpKind::kRotate:
+          values = 2 * 3;  // gate, quarter turns
+          break;
+        case OpKind::kCutout:
+          values = cap;  // a rectangle per sample
+          break;
+        case OpKind::kFlip:
+        case OpKind::kGrayscale:
+        case OpKind::kColorJitter:
+          values = 2;  // gate
+          break;
+        default:
+          break;
+      }
+      keys = values >= cap ? cap : std::min(cap, keys * values);
+    }
+    return keys;
+  }
+
+  const SampleGeometry& get(const PipelineDesc& p, const OpDraw* draws, int32_t elem_size,
+                            bool zeros_first, bool in_place) {
+    if (!shared_) {
+      alone_.build(p, draws, elem_size, zeros_first, in_place);
+      return alone_;
+    }
+    Key key{};
+    const int n = p.n_ops * kFields;
+    for (int k = 0; k < p.n_ops; ++k) {
+      const OpDraw& d = draws[k];
+      const int32_t fields[kFields] = {d.offset_x, d.offset_y, d.gate,
+                                       d.quarter,  d.size_x,   d.size_y};
+      std::copy(fields, fields + kFields, key.begin() + k * kFields);
+    }
+    uint64_t hash = 1469598103934665603ull;  // FNV-1a over the fields
+    for (int i = 0; i < n; ++i) hash = (hash ^ static_cast<uint32_t>(key[i])) * 1099511628211ull;
+    size_t slot = static_cast<size_t>(hash ^ (hash >> 32)) % kSlots;
+    for (; slots_[slot] != kEmpty; slot = (slot + 1) % kSlots) {
+      Entry& entry = *entries_[slots_[slot]];
+      if (std::equal(key.begin(), key.begin() + n, entry.key.begin())) return entry.geometry;
+    }
+    SampleGeometry* geometry = &alone_;  // a guard: geometric_keys() bounds the keys
+    if (used_ < kMaxEntries) {
+      if (used_ == entries_.size()) entries_.push_back(std::make_unique<Entry>());
+      Entry& entry = *entries_[used_];
+      entry.key = key;
+      slots_[slot] = static_cast<int16_t>(used_++);
+      geometry = &entry.geometry;
+    }
+    geometry->build(p, draws, elem_size, zeros_first, in_place);
+    return *geometry;
+  }
+
+ private:
+  static constexpr int kFields = 6;
+  static constexpr size_t kMaxEntries = 256;
+  static constexpr size_t kSlots = 2 * kMaxEntries;  // open addressing, at most half full
+  static constexpr int16_t kEmpty = -1;
+  // A new OpDraw field: decide whether build() reads it, and if so add it
+  // to the key above.
+  static_assert(sizeof(OpDraw) == 15 * 4, "OpDraw changed: review GeometryCache's key");
+  using Key = std::array<int32_t, kFields * kMaxOps>;
+  struct Entry {
+    Key key;
+    SampleGeometry geometry;
+  };
+  std::vector<std::unique_ptr<Entry>> entries_;  // the first used_ hold this chunk's geometries
+  bool shared_ = false;
+  size_t used_ = 0;
+  std::array<int16_t, kSlots> slots_{};  // index into entries_, or kEmpty
+  SampleGeometry alone_;
+};
+
+GeometryCache& geometry_cache() {
+  thread_local GeometryCache cache;
+  return cache;
+}
+
 // Per-thread scratch.
 template <typename In>
 struct Scratch {
@@ -1343,7 +1467,9 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
                                   reinterpret_cast<uintptr_t>(buf.out) % 16 == 0;
   at::parallel_for(0, planes / group, 1, [&](int64_t begin, int64_t end) {
     const int64_t end_plane = end * group;
-    SampleGeometry geometry;
+    GeometryCache& geometries = geometry_cache();
+    geometries.start(p);
+    const SampleGeometry* geometry = nullptr;
     Scratch<In> scratch;
     scratch.pool_row.resize(p.out_w);
     scratch.pool_cells.resize(stage_plane);
@@ -1377,8 +1503,8 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
         next_drawn = (sample + 1) * buf.channels < end * group;
         if (next_drawn) draw_pipeline(p, counter_sample(buf, sample + 1), 0, next_draws);
         // geometry never depends on the frame
-        geometry.build(p, draws, sizeof(In), zeros_first, in_place);
-        from_input = translated_streams && geometry.columns_are_shift(p, &column_shift);
+        geometry = &geometries.get(p, draws, sizeof(In), zeros_first, in_place);
+        from_input = translated_streams && geometry->columns_are_shift(p, &column_shift);
         drawn_sample = sample;
         drawn_frame = 0;
       }
@@ -1416,31 +1542,31 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
           const uint32_t weight = static_cast<uint32_t>(d.weight);
           const uint8_t* pool_plane =
               buf.pool + pool_offset(p, op, d.image, first_channel + c, 0, 0);
-          if (geometry.op_identity[k]) {
+          if (geometry->op_identity[k]) {
             blend_span(values[c], pool_plane, out_plane, weight);
             return;
           }
           int64_t pool_w = op.out_w;
-          if (geometry.op_swapped[k]) {
+          if (geometry->op_swapped[k]) {
             transpose_plane(pool_plane, op.out_h, op.out_w, scratch.pool_cells.data());
             pool_plane = scratch.pool_cells.data();
             pool_w = op.out_h;
           }
           for (int32_t y = 0; y < p.out_h; ++y) {
-            gather_runs(pool_plane + geometry.rows.at_op[k][y] * pool_w,
-                        geometry.op_columns[k].runs, scratch.pool_row.data());
+            gather_runs(pool_plane + geometry->rows.at_op[k][y] * pool_w,
+                        geometry->op_columns[k].runs, scratch.pool_row.data());
             blend_span(values[c] + static_cast<int64_t>(y) * p.out_w, scratch.pool_row.data(),
                        p.out_w, weight);
           }
         } else if ((op.kind == OpKind::kShift && op.zeros) || op.kind == OpKind::kTranslate) {
-          if (geometry.gather_zeros.rows == nullptr)
-            blank(geometry, k, p.out_h, p.out_w, values[c]);
+          if (geometry->gather_zeros.rows == nullptr)
+            blank(*geometry, k, p.out_h, p.out_w, values[c]);
         } else if (op.kind == OpKind::kCutout && d.gate) {
           const uint64_t fill =
               fill_pattern(op.fill_color ? In(d.color[(first_channel + c) % 3]) : In(0));
-          for (const Span& rows : geometry.cut_rows[k]) {
+          for (const Span& rows : geometry->cut_rows[k]) {
             for (int32_t y = rows.first; y < rows.end; ++y) {
-              fill_spans(values[c] + static_cast<int64_t>(y) * p.out_w, geometry.cut_spans[k],
+              fill_spans(values[c] + static_cast<int64_t>(y) * p.out_w, geometry->cut_spans[k],
                          fill);
             }
           }
@@ -1458,7 +1584,7 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
               ReadAhead ahead = read_ahead(c);
               stream_translated_plane(
                   input_plane(p, buf, first_plane + c), p.out_h, p.out_w, column_shift,
-                  geometry.row_source.data(),
+                  geometry->row_source.data(),
                   reinterpret_cast<float*>(buf.out +
                                            output_plane(buf, sample, channel + c) * out_plane),
                   ahead);
@@ -1470,7 +1596,7 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
                                : reinterpret_cast<In*>(
                                      buf.out + output_plane(buf, sample, channel + c) * out_plane);
             ReadAhead ahead = read_ahead(c);
-            gather_source(p, geometry, input_plane(p, buf, first_plane + c), in_place, values[c],
+            gather_source(p, *geometry, input_plane(p, buf, first_plane + c), in_place, values[c],
                           &scratch, ahead);
           }
           for (int k = next; k < end; ++k) plane_op(k, c);

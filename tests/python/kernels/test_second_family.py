@@ -501,7 +501,11 @@ def test_barrier_free_pipelines_in_every_form(case, dtype, c, wide):
     # 9 shifts x 2 flips: most of the 200 samples share their geometry with an earlier one
     ("shared", [{"op": "shift", "pad": 1}, {"op": "flip", "p": 0.5},
                 {"op": "overlay", "alpha": 0.3}], 200),
-    # cutouts make nearly every sample's geometry its own
+    # 2 gates x 3 quarter turns x 25 shifts: samples that differ only in their turn (or only in
+    # the gate) must not share
+    ("turns", [{"op": "rotate", "p": 0.7}, {"op": "shift", "pad": 2},
+               {"op": "overlay", "alpha": 0.4}], 300),
+    # cutouts make nearly every sample's geometry its own (nothing shared)
     ("cutouts", [{"op": "shift", "pad": 2}, {"op": "cutout", "min": 1, "max": 8},
                  {"op": "overlay", "alpha": 0.5}], 300),
 ])
@@ -517,6 +521,20 @@ def test_samples_sharing_a_geometry(name, pipe, n, inplace):
     else:
         got = ops.augment(x, pool, ops=pipe, seed=11, step=3)
     assert_same(got, want)
+
+
+def test_geometries_not_kept_between_calls():
+    """Calls that draw the same (seed, step) on other frame sizes or another pipeline, one
+    after another on the same threads: each call builds its own geometries and matches the
+    reference."""
+    shift, zeros = {"op": "shift", "pad": 2}, {"op": "shift", "pad": 2, "padding": "zeros"}
+    overlay = {"op": "overlay", "alpha": 0.5}
+    for (h, w), pipe in [((12, 12), [shift, overlay]), ((16, 12), [shift, overlay]),
+                         ((16, 12), [zeros, overlay]), ((12, 12), [shift, overlay])]:
+        x = random_obs((64, 6, h, w), torch.uint8, seed=h)
+        pool = random_pool(16, 3, h, w, seed=w)
+        want = RO.augment(x, pool, ops=pipe, seed=11, step=3)
+        assert_same(ops.augment(x, pool, ops=pipe, seed=11, step=3), want)
 
 
 # named pipelines: barriers, crops, translate, rotate on a square frame
