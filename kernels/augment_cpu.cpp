@@ -1159,27 +1159,40 @@ struct SampleGeometry {
   std::vector<uint8_t> row_zero;
 };
 
-// The SampleGeometry of each distinct set of geometric draws that one
-// parallel chunk of a call meets, built once and shared by the samples that
-// drew the same. A shift of pad 4 has 81 such sets, so a batch of 256 needs
-// about 78 builds instead of 256 (build() was 13.6% of the instructions of
-// an in-place shift+overlay call at B = 256, 84x84; BENCHMARKS.md, "Sample
-// geometries shared"). The key is every field of the draws that build()
-// reads (offsets, sizes, gate, quarter turns); the value-only fields (pool
-// image, weight, colour, jitter factors) stay out, so samples that differ
-// only there share. A pipeline whose draws can make more than kMaxEntries
-// keys (any cutout: a rectangle per sample) shares nothing: each sample's
-// geometry is built into the same one, as without a cache.
-// One per thread (geometry_cache()); the geometries stay allocated from call
-// to call (at most kMaxEntries per thread), so that their vectors need no
-// allocation, and start() forgets the last call's keys: the pipeline, and
-// so the geometry of a draw, may differ.
+// The SampleGeometry of each distinct set of geometric draws, built once and
+// shared by the samples that drew the same, in this call and in the
+// following calls of the same pipeline. A shift of pad 4 has 81 such sets;
+// each sample built its own before, and build() was 13.6% of the
+// instructions of an in-place shift+overlay call at B = 256, 84x84; called
+// again and again, that pipeline now builds none (BENCHMARKS.md, "Sample
+// geometries shared"). The key is every field of the
+// draws that build() reads (offsets, sizes, gate, quarter turns); the
+// value-only fields (pool image, weight, colour, jitter factors) stay out,
+// so samples that differ only there share. A pipeline whose draws can make
+// more than kMaxEntries keys (any cutout: a rectangle per sample) shares
+// nothing: each sample's geometry is built into the same one, as without a
+// cache.
+// One per thread (geometry_cache()), holding at most kMaxEntries geometries.
+// What build() reads besides the draws (the pipeline without its seed and
+// step, the element size, zeros_first, in place) is the call's shape; a
+// call of another shape forgets every key.
 class GeometryCache {
  public:
-  // Starts a chunk of a call of pipeline `p`. Without sharing (more keys
-  // than kMaxEntries) most samples would have a key of their own, and a
-  // cache would only spread the same builds over more memory.
-  void start(const PipelineDesc& p) {
+  // Starts a chunk of a call. Without sharing (more keys than kMaxEntries)
+  // most samples would have a key of their own, and a cache would only
+  // spread the same builds over more memory.
+  void start(const PipelineDesc& p, int32_t elem_size, bool zeros_first, bool in_place) {
+    CallShape shape;
+    std::memset(&shape, 0, sizeof shape);  // padding too: shapes compare as bytes
+    std::memcpy(&shape.pipeline, &p, sizeof p);
+    shape.pipeline.seed = 0;
+    shape.pipeline.step = 0;
+    shape.elem_size = elem_size;
+    shape.zeros_first = zeros_first;
+    shape.in_place = in_place;
+    // Bytes that differ only in padding make a needless reset, never a wrong share.
+    if (used_ > 0 && std::memcmp(&shape, &shape_, sizeof shape) == 0) return;
+    std::memcpy(&shape_, &shape, sizeof shape);
     used_ = 0;
     slots_.fill(kEmpty);
     shared_ = geometric_keys(p) <= static_cast<int64_t>(kMaxEntries);
@@ -1265,11 +1278,18 @@ class GeometryCache {
   // to the key above.
   static_assert(sizeof(OpDraw) == 15 * 4, "OpDraw changed: review GeometryCache's key");
   using Key = std::array<int32_t, kFields * kMaxOps>;
+  struct CallShape {
+    PipelineDesc pipeline;  // seed and step 0
+    int32_t elem_size;
+    bool zeros_first;
+    bool in_place;
+  };
   struct Entry {
     Key key;
     SampleGeometry geometry;
   };
-  std::vector<std::unique_ptr<Entry>> entries_;  // the first used_ hold this chunk's geometries
+  std::vector<std::unique_ptr<Entry>> entries_;  // the first used_ hold shape_'s geometries
+  CallShape shape_{};
   bool shared_ = false;
   size_t used_ = 0;
   std::array<int16_t, kSlots> slots_{};  // index into entries_, or kEmpty
@@ -1468,7 +1488,7 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
   at::parallel_for(0, planes / group, 1, [&](int64_t begin, int64_t end) {
     const int64_t end_plane = end * group;
     GeometryCache& geometries = geometry_cache();
-    geometries.start(p);
+    geometries.start(p, sizeof(In), zeros_first, in_place);
     const SampleGeometry* geometry = nullptr;
     Scratch<In> scratch;
     scratch.pool_row.resize(p.out_w);

@@ -523,18 +523,27 @@ def test_samples_sharing_a_geometry(name, pipe, n, inplace):
     assert_same(got, want)
 
 
-def test_geometries_not_kept_between_calls():
-    """Calls that draw the same (seed, step) on other frame sizes or another pipeline, one
-    after another on the same threads: each call builds its own geometries and matches the
-    reference."""
+def test_geometries_kept_only_for_the_same_pipeline():
+    """Calls one after another on the same threads, all drawing the same (seed, step): on other
+    frame sizes, another pipeline, in place and out of place, and the first pipeline again
+    (whose geometries are kept). Each call matches the reference."""
     shift, zeros = {"op": "shift", "pad": 2}, {"op": "shift", "pad": 2, "padding": "zeros"}
     overlay = {"op": "overlay", "alpha": 0.5}
-    for (h, w), pipe in [((12, 12), [shift, overlay]), ((16, 12), [shift, overlay]),
-                         ((16, 12), [zeros, overlay]), ((12, 12), [shift, overlay])]:
+    for (h, w), pipe, inplace in [((12, 12), [shift, overlay], False),
+                                  ((16, 12), [shift, overlay], False),
+                                  ((16, 12), [zeros, overlay], False),
+                                  ((16, 12), [zeros, overlay], True),
+                                  ((12, 12), [shift, overlay], True),
+                                  ((12, 12), [shift, overlay], False)]:
         x = random_obs((64, 6, h, w), torch.uint8, seed=h)
         pool = random_pool(16, 3, h, w, seed=w)
         want = RO.augment(x, pool, ops=pipe, seed=11, step=3)
-        assert_same(ops.augment(x, pool, ops=pipe, seed=11, step=3), want)
+        if inplace:
+            got = x.clone()
+            ops.augment(got, pool, ops=pipe, seed=11, step=3, inplace=True)
+        else:
+            got = ops.augment(x, pool, ops=pipe, seed=11, step=3)
+        assert_same(got, want)
 
 
 # named pipelines: barriers, crops, translate, rotate on a square frame
