@@ -513,7 +513,12 @@ def test_samples_sharing_a_geometry(name, pipe, n, inplace):
     """Large batches, in place and out of place: samples with the same geometric draws still
     get their own distractor image and weight, and every sample matches the reference."""
     x = random_obs((n, 6, 12, 12), torch.uint8, seed=7)
-    pool = random_pool(16, 3, 12, 12, seed=8)
+    assert_augment_matches_reference(x, random_pool(16, 3, 12, 12, seed=8), pipe, inplace)
+
+
+def assert_augment_matches_reference(x, pool, pipe, inplace):
+    """ops.augment of x (in place on a copy, or out of place) against the reference, seed 11,
+    step 3."""
     want = RO.augment(x, pool, ops=pipe, seed=11, step=3)
     if inplace:
         got = x.clone()
@@ -535,15 +540,8 @@ def test_geometries_kept_only_for_the_same_pipeline():
                                   ((16, 12), [zeros, overlay], True),
                                   ((12, 12), [shift, overlay], True),
                                   ((12, 12), [shift, overlay], False)]:
-        x = random_obs((64, 6, h, w), torch.uint8, seed=h)
-        pool = random_pool(16, 3, h, w, seed=w)
-        want = RO.augment(x, pool, ops=pipe, seed=11, step=3)
-        if inplace:
-            got = x.clone()
-            ops.augment(got, pool, ops=pipe, seed=11, step=3, inplace=True)
-        else:
-            got = ops.augment(x, pool, ops=pipe, seed=11, step=3)
-        assert_same(got, want)
+        assert_augment_matches_reference(random_obs((64, 6, h, w), torch.uint8, seed=h),
+                                         random_pool(16, 3, h, w, seed=w), pipe, inplace)
 
 
 # named pipelines: barriers, crops, translate, rotate on a square frame
