@@ -1165,13 +1165,12 @@ struct SampleGeometry {
 // each sample built its own before, and build() was 13.6% of the
 // instructions of an in-place shift+overlay call at B = 256, 84x84; called
 // again and again, that pipeline now builds none (BENCHMARKS.md, "Sample
-// geometries shared"). The key is every field of the
-// draws that build() reads (offsets, sizes, gate, quarter turns); the
-// value-only fields (pool image, weight, colour, jitter factors) stay out,
-// so samples that differ only there share. A pipeline whose draws can make
-// more than kMaxEntries keys (any cutout: a rectangle per sample) shares
-// nothing: each sample's geometry is built into the same one, as without a
-// cache.
+// geometries shared"). The key is every field of the draws that build()
+// reads (offsets, sizes, gate, quarter turns); the value-only fields (pool
+// image, weight, colour, jitter factors) stay out, so samples that differ
+// only there share. A pipeline whose draws can make more than kMaxEntries
+// keys (any cutout: a rectangle per sample) shares nothing: each sample's
+// geometry is built into the same one, as without a cache.
 // One per thread (geometry_cache()), holding at most kMaxEntries geometries.
 // What build() reads besides the draws (the pipeline without its seed and
 // step, the element size, zeros_first, in place) is the call's shape; a
