@@ -87,7 +87,7 @@ inline int64_t trace_table_bytes(const PipelineDesc& p) {
 
 // Dynamic shared memory of one augment_kernel block, in this order (each part
 // a multiple of 16 bytes): the trace table, the staged input plane, the
-// output tiles.
+// output tiles, the staged pool plane.
 struct SharedLayout {
   int64_t traces_bytes;  // TraceTable, or 0 when each thread traces its own pixels
   int64_t stage_bytes;   // input plane, or 0 when read from global memory
@@ -95,8 +95,21 @@ struct SharedLayout {
   int64_t tile_elems;    // elements of one tile
   int tiles;  // 1: one tile holds the plane and its alignment phase; 2: chunks of kThreads * 16
               // bytes
-  int64_t total() const { return traces_bytes + stage_bytes + tile_bytes; }
+  int64_t pool_bytes;  // the pool plane overlay pool_op reads, or 0: read from global memory
+  int pool_op;         // the pipeline's only overlay, when pool_bytes > 0
+  int64_t total() const { return traces_bytes + stage_bytes + tile_bytes + pool_bytes; }
 };
+
+// The pipeline's overlay when it has exactly one, else -1.
+OBSAUG_HD int only_overlay(const PipelineDesc& p) {
+  int found = -1;
+  for (int k = 0; k < p.n_ops; ++k) {
+    if (p.ops[k].kind != OpKind::kOverlay) continue;
+    if (found >= 0) return -1;
+    found = k;
+  }
+  return found;
+}
 
 // In place, the input plane must be staged (every input byte of a plane is
 // read before any output byte is written), or nothing is launched in place
@@ -126,6 +139,17 @@ inline SharedLayout shared_layout(const PipelineDesc& p, int64_t in_plane_bytes,
     l.tile_bytes = 2 * chunk;
   }
   if (l.tiles > 0) l.tile_elems = l.tile_bytes / l.tiles / out_element_bytes;
+  // Last, with the trace table (the trace phase's barrier ends its staging):
+  // the one overlay's pool plane, read with 16-byte loads instead of a byte
+  // per pixel.
+  const int overlay = only_overlay(p);
+  if (l.traces_bytes > 0 && overlay >= 0) {
+    const int64_t pool = align16(static_cast<int64_t>(p.ops[overlay].out_h) * p.ops[overlay].out_w);
+    if (l.total() + pool <= kCudaSharedBytes) {
+      l.pool_bytes = pool;
+      l.pool_op = overlay;
+    }
+  }
   return l;
 }
 
@@ -247,7 +271,9 @@ __device__ int32_t column_slot(PlanePos at, PlanePos warp_first, int32_t w) {
 //     the draws is free) while every thread stages the input plane
 //     (stage_plane); barrier;
 //  2. the block traces out_h + out_w + kWarp rows and columns into the
-//     TraceTable; barrier (skipped when each thread traces its own pixels);
+//     TraceTable and, when the layout has room (pool_bytes), stages the pool
+//     plane of the pipeline's only overlay in 16-byte loads; barrier (skipped
+//     when each thread traces its own pixels);
 //  3. the block evaluates the plane with eval_pixel from kernels/pipeline.h,
 //     element v + threadIdx.x for v = 0, blockDim.x, ... of the virtual range
 //     that starts at the 16-byte boundary at or before the output plane (the
@@ -269,6 +295,10 @@ __global__ void __launch_bounds__(kThreads)
                           static_cast<int32_t>(trace_count(p))};
   In* staged = reinterpret_cast<In*>(dynamic_shared + layout.traces_bytes);
   Out* tiles = reinterpret_cast<Out*>(dynamic_shared + layout.traces_bytes + layout.stage_bytes);
+  uint8_t* staged_pool = layout.pool_bytes > 0 ? dynamic_shared + layout.traces_bytes +
+                                                     layout.stage_bytes + layout.tile_bytes
+                                               : nullptr;
+  const int staged_op = layout.pool_bytes > 0 ? layout.pool_op : -1;
 
   const bool direct = std::is_same<In, Out>::value && buf.scale == 1.0f && buf.bias == 0.0f;
   const int64_t planes = buf.batch * buf.channels;
@@ -298,6 +328,11 @@ __global__ void __launch_bounds__(kThreads)
                                  : trace_axis(p, draws, 1, (i - p.out_h) % p.out_w),
                      p.n_ops);
       }
+      if (staged_op >= 0) {
+        const OpDesc& op = p.ops[staged_op];
+        stage_plane(buf.pool + pool_offset(p, op, draws[staged_op].image, channel_in_frame, 0, 0),
+                    staged_pool, static_cast<int64_t>(op.out_h) * op.out_w);
+      }
       __syncthreads();
     }
 
@@ -321,7 +356,8 @@ __global__ void __launch_bounds__(kThreads)
           row = trace_axis(p, draws, 0, at.y);
           col = trace_axis(p, draws, 1, at.x);
         }
-        const In value = eval_pixel(p, draws, row, col, in, buf.pool, channel_in_frame);
+        const In value =
+            eval_pixel(p, draws, row, col, in, buf.pool, channel_in_frame, staged_pool, staged_op);
         // Same dtype without an affine: the value itself, as the CPU stores it
         // (v * 1 + 0 would turn -0.0 into +0.0).
         const Out stored = direct

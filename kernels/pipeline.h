@@ -346,16 +346,22 @@ OBSAUG_HD int64_t pool_offset(const PipelineDesc& p, const OpDesc& op, int32_t i
 // One output pixel of one channel plane, evaluated from scratch. `in_plane`
 // is the contiguous in_h x in_w input plane, `draws` this sample's (and
 // frame's) draws, `channel` the channel within its frame (0..C-1).
+// `staged_pool`, when not null, holds the pool plane that op `staged_op`
+// (an overlay) reads for this plane, copied out of `pool` (the CUDA kernel
+// stages it in shared memory): that op reads it there.
 template <typename T>
 OBSAUG_HD T eval_pixel(const PipelineDesc& p, const OpDraw* draws, const AxisTrace& row,
                        const AxisTrace& col, const T* in_plane, const uint8_t* pool,
-                       int32_t channel) {
+                       int32_t channel, const uint8_t* staged_pool = nullptr, int staged_op = -1) {
   const int32_t zero_op = zero_op_of(row, col);
   T v = zero_op < 0 ? in_plane[static_cast<int64_t>(row.source) * p.in_w + col.source] : T(0);
   for (int k = zero_op + 1; k < p.n_ops; ++k) {
     const OpDesc& op = p.ops[k];
     if (op.kind != OpKind::kOverlay) continue;
-    const uint8_t d = pool[pool_offset(p, op, draws[k].image, channel, row.at_op[k], col.at_op[k])];
+    const uint8_t d =
+        k == staged_op
+            ? staged_pool[pool_offset(p, op, 0, 0, row.at_op[k], col.at_op[k])]
+            : pool[pool_offset(p, op, draws[k].image, channel, row.at_op[k], col.at_op[k])];
     v = blend(v, d, static_cast<uint32_t>(draws[k].weight));
   }
   return v;

@@ -240,7 +240,8 @@ TEST(AugmentKernelEmulated, FloatOutputWithScaleAndBias) {
 // place the plane is staged first (one row more than fits: no launch in
 // place); then the trace table (16 bytes per trace with two ops), the staged
 // plane out of place, and a tile of the whole output plane, else two tiles of
-// 4096 bytes, else none (stored one by one).
+// 4096 bytes, else none (stored one by one); last, with the trace table, the
+// pool plane of a pipeline's only overlay.
 TEST(AugmentKernelEmulated, SharedMemoryLayouts) {
   ASSERT_EQ(kCudaSharedBytes, 48128);
   Case c = make({OpSpec::shift(5), OpSpec::overlay(0.4)});
@@ -254,13 +255,16 @@ TEST(AugmentKernelEmulated, SharedMemoryLayouts) {
   EXPECT_EQ(layout.stage_bytes, 7056);
   EXPECT_EQ(layout.tiles, 1);
   EXPECT_EQ(layout.tile_bytes, 7072);
-  c.height = 256;  // traces 6656 + plane 32768: two tiles of 4096
+  EXPECT_EQ(layout.pool_bytes, 7056);  // 17328 + 7056 B
+  EXPECT_EQ(layout.pool_op, 1);
+  c.height = 256;  // traces 6656 + plane 32768: two tiles of 4096, no room for the pool plane
   c.width = 128;
   layout = run(c);
   EXPECT_EQ(layout.traces_bytes, 6656);
   EXPECT_EQ(layout.stage_bytes, 32768);
   EXPECT_EQ(layout.tiles, 2);
   EXPECT_EQ(layout.tile_elems, 4096);
+  EXPECT_EQ(layout.pool_bytes, 0);
   c.types = Types::kF32;  // float32 84 x 84: plane 28224 B, two tiles of 1024 floats
   c.height = 84;
   c.width = 84;
@@ -268,6 +272,14 @@ TEST(AugmentKernelEmulated, SharedMemoryLayouts) {
   EXPECT_EQ(layout.stage_bytes, 28224);
   EXPECT_EQ(layout.tiles, 2);
   EXPECT_EQ(layout.tile_elems, 1024);
+  EXPECT_EQ(layout.pool_bytes, 7056);  // 39616 + 7056 B
+  // Two overlays: each reads its own pool plane from global memory.
+  c.types = Types::kU8;
+  c.pipeline = {OpSpec::overlay(0.3), OpSpec::shift(5), OpSpec::overlay(0.6)};
+  layout = run(c);
+  EXPECT_GT(layout.traces_bytes, 0);
+  EXPECT_EQ(layout.pool_bytes, 0);
+  c.pipeline = {OpSpec::shift(5), OpSpec::overlay(0.4)};
 
   c.types = Types::kU8;
   c.in_place = true;  // plane 160 x 256 = 40960 B + traces 16 * 448 = 48128 B, no tile
