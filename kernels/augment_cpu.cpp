@@ -1171,7 +1171,8 @@ struct SampleGeometry {
 // only there share. A pipeline whose draws can make more than kMaxEntries
 // keys (any cutout: a rectangle per sample) shares nothing: each sample's
 // geometry is built into the same one, as without a cache.
-// One per thread (geometry_cache()), holding at most kMaxEntries geometries.
+// One per thread (geometry_cache()), holding at most kMaxEntries geometries
+// and about kMaxBytes.
 // What build() reads besides the draws (the pipeline without its seed and
 // step, the element size, zeros_first, in place) is the call's shape; a
 // call of another shape forgets every key.
@@ -1194,7 +1195,15 @@ class GeometryCache {
     std::memcpy(&shape_, &shape, sizeof shape);
     used_ = 0;
     slots_.fill(kEmpty);
-    shared_ = geometric_keys(p) <= static_cast<int64_t>(kMaxEntries);
+    shared_ = geometric_keys(p) <= static_cast<int64_t>(kMaxEntries) &&
+              geometric_keys(p) * geometry_bytes(p) <= kMaxBytes;
+  }
+
+  // About the memory one geometry of `p` holds: its row and column traces
+  // (source, zero_op, one coordinate per op, int32) and as much again in
+  // derived arrays.
+  static int64_t geometry_bytes(const PipelineDesc& p) {
+    return 2 * int64_t{4} * (2 + p.n_ops) * (int64_t{p.out_h} + p.out_w);
   }
 
   // How many distinct keys the draws of `p` can make (an upper bound, capped
@@ -1271,6 +1280,10 @@ class GeometryCache {
  private:
   static constexpr int kFields = 6;
   static constexpr size_t kMaxEntries = 256;
+  // The memory a thread's geometries may take, by geometry_bytes(): 81
+  // geometries of a shift of pad 4 and an overlay on 84x84 frames come to
+  // 0.44 MB; large frames with many keys build per sample instead.
+  static constexpr int64_t kMaxBytes = int64_t{4} << 20;
   static constexpr size_t kSlots = 2 * kMaxEntries;  // open addressing, at most half full
   static constexpr int16_t kEmpty = -1;
   // A new OpDraw field: decide whether build() reads it, and if so add it
