@@ -1195,8 +1195,8 @@ class GeometryCache {
     std::memcpy(&shape_, &shape, sizeof shape);
     used_ = 0;
     slots_.fill(kEmpty);
-    shared_ = geometric_keys(p) <= static_cast<int64_t>(kMaxEntries) &&
-              geometric_keys(p) * geometry_bytes(p) <= kMaxBytes;
+    const int64_t keys = geometric_keys(p);
+    shared_ = keys <= static_cast<int64_t>(kMaxEntries) && keys * geometry_bytes(p) <= kMaxBytes;
   }
 
   // About the memory one geometry of `p` holds: its row and column traces
@@ -1244,12 +1244,9 @@ class GeometryCache {
     return keys;
   }
 
-  const SampleGeometry& get(const PipelineDesc& p, const OpDraw* draws, int32_t elem_size,
-                            bool zeros_first, bool in_place) {
-    if (!shared_) {
-      alone_.build(p, draws, elem_size, zeros_first, in_place);
-      return alone_;
-    }
+  // The geometry of one sample's draws, for the call start() was given.
+  const SampleGeometry& get(const PipelineDesc& p, const OpDraw* draws) {
+    if (!shared_) return build(p, draws, &alone_);
     Key key{};
     const int n = p.n_ops * kFields;
     for (int k = 0; k < p.n_ops; ++k) {
@@ -1273,8 +1270,7 @@ class GeometryCache {
       slots_[slot] = static_cast<int16_t>(used_++);
       geometry = &entry.geometry;
     }
-    geometry->build(p, draws, elem_size, zeros_first, in_place);
-    return *geometry;
+    return build(p, draws, geometry);
   }
 
  private:
@@ -1289,6 +1285,11 @@ class GeometryCache {
   // A new OpDraw field: decide whether build() reads it, and if so add it
   // to the key above.
   static_assert(sizeof(OpDraw) == 15 * 4, "OpDraw changed: review GeometryCache's key");
+
+  const SampleGeometry& build(const PipelineDesc& p, const OpDraw* draws, SampleGeometry* into) {
+    into->build(p, draws, shape_.elem_size, shape_.zeros_first, shape_.in_place);
+    return *into;
+  }
   using Key = std::array<int32_t, kFields * kMaxOps>;
   struct CallShape {
     PipelineDesc pipeline;  // seed and step 0
@@ -1535,7 +1536,7 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
         next_drawn = (sample + 1) * buf.channels < end * group;
         if (next_drawn) draw_pipeline(p, counter_sample(buf, sample + 1), 0, next_draws);
         // geometry never depends on the frame
-        geometry = &geometries.get(p, draws, sizeof(In), zeros_first, in_place);
+        geometry = &geometries.get(p, draws);
         from_input = translated_streams && geometry->columns_are_shift(p, &column_shift);
         drawn_sample = sample;
         drawn_frame = 0;
