@@ -1441,9 +1441,10 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
   const bool direct = kSameType && buf.scale == 1.0f && buf.bias == 0.0f;
   // An out-of-place output larger than the cache is written with streaming
   // stores (kernels/streaming_stores.h): each plane is built in scratch, in
-  // the L1 cache, then streamed out.
-  const bool streamed = !in_place && planes * out_plane * static_cast<int64_t>(sizeof(Out)) >=
-                                         stream_threshold_bytes();
+  // the L1 cache, then streamed out; the copy-only path streams each plane
+  // from its input.
+  const int64_t out_bytes = planes * out_plane * static_cast<int64_t>(sizeof(Out));
+  const bool copies_streamed = !in_place && streams_output(out_bytes);
   if (p.n_ops == 0 && direct) {
     // Nothing but the layout (a replay buffer's sample without augmentation):
     // each output plane is one copy of the plane it reads, with no per-sample
@@ -1461,13 +1462,13 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
         if (plane + kCopyAhead < end) __builtin_prefetch(input_plane(p, buf, plane + kCopyAhead));
         const int64_t sample = plane / buf.channels;
         Out* out = buf.out + output_plane(buf, sample, plane % buf.channels) * out_plane;
-        if (streamed) {
+        if (copies_streamed) {
           stream_bytes(out, input_plane(p, buf, plane), static_cast<int64_t>(plane_bytes));
         } else {
           copy_plane_bytes(out, input_plane(p, buf, plane), plane_bytes);
         }
       }
-      if (streamed) stream_fence();
+      if (copies_streamed) stream_fence();
     });
     return;
   }
@@ -1494,10 +1495,17 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
   }
 
   // float32 shifts (and crops, flips, quarter turns) streamed straight from
-  // the input, sample by sample where its columns are a shift
+  // the input, sample by sample where its columns are a shift; a lone
+  // thread streams from a smaller output (streams_from_input)
+  const int64_t threads = std::max<int64_t>(
+      1, std::min<int64_t>(at::in_parallel_region() ? 1 : at::get_num_threads(), planes / group));
   const bool translated_streams = std::is_same<In, float>::value && kSameType && direct &&
-                                  streamed && group == 1 && moves_only && p.out_w % 4 == 0 &&
+                                  !in_place && streams_from_input(out_bytes, threads) &&
+                                  group == 1 && moves_only && p.out_w % 4 == 0 &&
                                   reinterpret_cast<uintptr_t>(buf.out) % 16 == 0;
+  // A call that streams some planes straight from the input streams the
+  // others too (built in scratch), so that one fence ends it.
+  const bool streamed = copies_streamed || translated_streams;
   at::parallel_for(0, planes / group, 1, [&](int64_t begin, int64_t end) {
     const int64_t end_plane = end * group;
     GeometryCache& geometries = geometry_cache();

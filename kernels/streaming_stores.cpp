@@ -59,6 +59,13 @@ int64_t stream_threshold_bytes() {
   return set >= 0 ? set : from_cache;
 }
 
+bool streams_output(int64_t bytes) { return bytes >= stream_threshold_bytes(); }
+
+bool streams_from_input(int64_t bytes, int64_t threads) {
+  const int64_t threshold = stream_threshold_bytes();
+  return bytes >= threshold || (threads == 1 && bytes >= threshold - threshold / 4);
+}
+
 void set_stream_threshold_bytes(int64_t bytes) {
   threshold_override.store(bytes < 0 ? -1 : bytes, std::memory_order_relaxed);
 }

@@ -10,7 +10,8 @@
 // third faster. An output that fits in the cache is slower streamed (it goes
 // to memory instead of staying for its reader, and the input and output
 // then share the cache), so only outputs of at least
-// stream_threshold_bytes() are streamed.
+// stream_threshold_bytes() are streamed (streams_output; by one thread,
+// an output streamed straight from its input from less, streams_from_input).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,23 @@ namespace obsaug {
 // the build VM, where streaming lost at 8 MB and won from 16 MB), 8 MiB
 // when unknown.
 int64_t stream_threshold_bytes();
+
+// Whether an out-of-place output of `bytes` is streamed: at least the
+// threshold.
+bool streams_output(int64_t bytes);
+
+// Whether an output written straight from its input with streaming stores
+// (the float32 moves, stream_translated_plane) by `threads` threads is
+// streamed: from the threshold, and with one thread from 3/4 of it (6 MiB
+// on the build VM). There, with one thread, a float32 shift of 9x84x84
+// frames streamed took 0.45-0.79x the time at B = 32 (8.1 MB, twelve
+// same-process runs; 0.82-1.03x with a pass that reads the output after
+// it), 0.49-0.50x at B = 28, and at B = 24 (6.1 MB, below 6 MiB) 0.78x
+// alone but 1.07x with the read. With two threads streaming lost at B = 28
+// and 32 (1.3-1.5x) and the runs disagreed at B = 48 (1.08x and 0.68x), so
+// two threads keep the threshold (BENCHMARKS.md, "A lone thread streams
+// float32 moves from 6 MiB").
+bool streams_from_input(int64_t bytes, int64_t threads);
 
 // For tests: streams outputs of at least `bytes` from now on; a negative
 // value restores the default. Not for concurrent use with running ops.

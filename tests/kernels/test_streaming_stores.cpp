@@ -50,5 +50,33 @@ TEST(StreamThreshold, OverrideAndRestore) {
   EXPECT_EQ(stream_threshold_bytes(), by_cache);
 }
 
+// Outputs written straight from their input stream from the threshold, and
+// by one thread from 3/4 of it; the others from the threshold.
+TEST(StreamThreshold, ALoneThreadStreamsFromInputFromThreeQuarters) {
+  set_stream_threshold_bytes(1000);
+  EXPECT_TRUE(streams_output(1000));
+  EXPECT_FALSE(streams_output(999));
+  EXPECT_TRUE(streams_from_input(750, 1));
+  EXPECT_FALSE(streams_from_input(749, 1));
+  EXPECT_FALSE(streams_from_input(999, 2));
+  EXPECT_TRUE(streams_from_input(1000, 2));
+  set_stream_threshold_bytes(0);
+  EXPECT_TRUE(streams_from_input(0, 1));
+  EXPECT_TRUE(streams_from_input(0, 2));
+  EXPECT_TRUE(streams_output(0));
+  set_stream_threshold_bytes(int64_t{1} << 62);
+  EXPECT_FALSE(streams_from_input(int64_t{1} << 61, 1));
+  set_stream_threshold_bytes(-1);
+  // With the build VM's 32 MiB cache: a float32 shift of 9x84x84 frames at
+  // B = 32 (8.1 MB) streams with one thread and not with two, nor when its
+  // planes are built in scratch.
+  if (stream_threshold_bytes() == int64_t{8} << 20) {
+    const int64_t batch_32 = int64_t{32} * 9 * 84 * 84 * 4;
+    EXPECT_TRUE(streams_from_input(batch_32, 1));
+    EXPECT_FALSE(streams_from_input(batch_32, 2));
+    EXPECT_FALSE(streams_output(batch_32));
+  }
+}
+
 }  // namespace
 }  // namespace obsaug

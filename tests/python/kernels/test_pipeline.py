@@ -141,6 +141,31 @@ def test_empty_pipeline_gather_is_indexing(dtype, batch, h, w, threads):
         torch.set_num_threads(saved)
 
 
+@pytest.mark.parametrize("pipeline", [
+    [{"op": "shift", "pad": 4}],
+    [{"op": "shift", "pad": 4}, {"op": "flip", "p": 0.5}],
+])
+def test_float_moves_same_bits_streamed_or_not(pipeline):
+    # At B = 32 (8.1 MB of float32) one thread streams the planes straight
+    # from the input (kernels/streaming_stores.h) and two threads write them
+    # with plain stores; a flipped sample is built in scratch either way.
+    # The bits are those of the uint8 path, converted.
+    g = torch.Generator().manual_seed(11)
+    x8 = torch.randint(0, 256, (32, 9, 84, 84), generator=g, dtype=torch.uint8)
+    want = ops.augment(x8, None, ops=pipeline, seed=SEED, step=STEP).float()
+    x = x8.float()
+    saved = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            assert torch.equal(ops.augment(x, None, ops=pipeline, seed=SEED, step=STEP), want)
+            out = torch.full_like(x, -1.0)
+            ops.augment(x, None, ops=pipeline, seed=SEED, step=STEP, out=out)
+            assert torch.equal(out, want)
+    finally:
+        torch.set_num_threads(saved)
+
+
 def test_same_op_twice_draws_independently():
     # [shift, shift] uses op_index 0 and 1: not the same shift applied twice
     x, _ = inputs((H, W), torch.uint8, b=32)
