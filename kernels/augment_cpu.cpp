@@ -1441,10 +1441,16 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
   const bool direct = kSameType && buf.scale == 1.0f && buf.bias == 0.0f;
   // An out-of-place output larger than the cache is written with streaming
   // stores (kernels/streaming_stores.h): each plane is built in scratch, in
-  // the L1 cache, then streamed out; the copy-only path streams each plane
-  // from its input.
+  // the L1 cache, then streamed out. The copy-only path and the float32
+  // moves stream straight from the input, and a lone thread does that from
+  // a smaller output (streams_from_input).
   const int64_t out_bytes = planes * out_plane * static_cast<int64_t>(sizeof(Out));
-  const bool copies_streamed = !in_place && streams_output(out_bytes);
+  const bool streamed_by_size = !in_place && streams_output(out_bytes);
+  // the threads at::parallel_for runs `units` chunks on
+  const auto threads_for = [](int64_t units) {
+    return std::max<int64_t>(
+        1, std::min<int64_t>(at::in_parallel_region() ? 1 : at::get_num_threads(), units));
+  };
   if (p.n_ops == 0 && direct) {
     // Nothing but the layout (a replay buffer's sample without augmentation):
     // each output plane is one copy of the plane it reads, with no per-sample
@@ -1455,6 +1461,8 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
     // at least 256 KiB per thread: below that a thread costs more than it copies
     const int64_t grain =
         std::max<int64_t>(1, (int64_t{1} << 18) / static_cast<int64_t>(plane_bytes));
+    const bool copies_streamed =
+        streams_from_input(out_bytes, threads_for((planes + grain - 1) / grain));
     at::parallel_for(0, planes, grain, [&](int64_t begin, int64_t end) {
       for (int64_t plane = begin; plane < end; ++plane) {
         // a gather's planes lie anywhere in its storage: the first line of
@@ -1495,17 +1503,14 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
   }
 
   // float32 shifts (and crops, flips, quarter turns) streamed straight from
-  // the input, sample by sample where its columns are a shift; a lone
-  // thread streams from a smaller output (streams_from_input)
-  const int64_t threads = std::max<int64_t>(
-      1, std::min<int64_t>(at::in_parallel_region() ? 1 : at::get_num_threads(), planes / group));
-  const bool translated_streams = std::is_same<In, float>::value && kSameType && direct &&
-                                  !in_place && streams_from_input(out_bytes, threads) &&
-                                  group == 1 && moves_only && p.out_w % 4 == 0 &&
-                                  reinterpret_cast<uintptr_t>(buf.out) % 16 == 0;
+  // the input, sample by sample where its columns are a shift
+  const bool translated_streams =
+      std::is_same<In, float>::value && kSameType && direct && !in_place &&
+      streams_from_input(out_bytes, threads_for(planes / group)) && group == 1 && moves_only &&
+      p.out_w % 4 == 0 && reinterpret_cast<uintptr_t>(buf.out) % 16 == 0;
   // A call that streams some planes straight from the input streams the
   // others too (built in scratch), so that one fence ends it.
-  const bool streamed = copies_streamed || translated_streams;
+  const bool streamed = streamed_by_size || translated_streams;
   at::parallel_for(0, planes / group, 1, [&](int64_t begin, int64_t end) {
     const int64_t end_plane = end * group;
     GeometryCache& geometries = geometry_cache();

@@ -11,7 +11,7 @@
 // to memory instead of staying for its reader, and the input and output
 // then share the cache), so only outputs of at least
 // stream_threshold_bytes() are streamed (streams_output; by one thread,
-// an output streamed straight from its input from less, streams_from_input).
+// an output written straight from its input from less, streams_from_input).
 #pragma once
 
 #include <cstdint>
@@ -29,16 +29,20 @@ int64_t stream_threshold_bytes();
 bool streams_output(int64_t bytes);
 
 // Whether an output written straight from its input with streaming stores
-// (the float32 moves, stream_translated_plane) by `threads` threads is
-// streamed: from the threshold, and with one thread from 3/4 of it (6 MiB
-// on the build VM). There, with one thread, a float32 shift of 9x84x84
-// frames streamed took 0.45-0.79x the time at B = 32 (8.1 MB, twelve
-// same-process runs; 0.82-1.03x with a pass that reads the output after
-// it), 0.49-0.50x at B = 28, and at B = 24 (6.1 MB, below 6 MiB) 0.78x
-// alone but 1.07x with the read. With two threads streaming lost at B = 28
-// and 32 (1.3-1.5x) and the runs disagreed at B = 48 (1.08x and 0.68x), so
-// two threads keep the threshold (BENCHMARKS.md, "A lone thread streams
-// float32 moves from 6 MiB").
+// (the float32 moves, stream_translated_plane, and the copy-only path of a
+// replay sample without augmentation), without first building each plane
+// in scratch, by `threads` threads is streamed: from the threshold, and
+// with one thread from 3/4 of it (6 MiB on the build VM). There, with one
+// thread, a float32 shift of 9x84x84 frames streamed took 0.45-0.79x the
+// time at B = 32 (8.1 MB, twelve same-process runs; 0.82-1.03x with a pass
+// that reads the output after it), 0.49-0.50x at B = 28, and at B = 24
+// (6.1 MB, below 6 MiB) 0.78x alone but 1.07x with the read; a replay
+// buffer's sample(128) (two 8.1 MB outputs) 0.67-0.78x (four runs; with a
+// read of both outputs 0.92-0.94x in three, 1.27x in one). With two threads
+// the float32 shift streamed lost at B = 28 and 32 (1.3-1.5x) and the runs
+// disagreed at B = 48 (1.08x and 0.68x), so two threads keep the threshold
+// (BENCHMARKS.md, "A lone thread streams from 6 MiB what it writes straight
+// from the input").
 bool streams_from_input(int64_t bytes, int64_t threads);
 
 // For tests: streams outputs of at least `bytes` from now on; a negative

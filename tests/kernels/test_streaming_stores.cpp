@@ -68,8 +68,9 @@ TEST(StreamThreshold, ALoneThreadStreamsFromInputFromThreeQuarters) {
   EXPECT_FALSE(streams_from_input(int64_t{1} << 61, 1));
   set_stream_threshold_bytes(-1);
   // With the build VM's 32 MiB cache: a float32 shift of 9x84x84 frames at
-  // B = 32 (8.1 MB) streams with one thread and not with two, nor when its
-  // planes are built in scratch.
+  // B = 32 (8.1 MB) streams with one thread and not with two; an output of
+  // that size whose planes are all built in scratch (uint8 -> float32) does
+  // not.
   if (stream_threshold_bytes() == int64_t{8} << 20) {
     const int64_t batch_32 = int64_t{32} * 9 * 84 * 84 * 4;
     EXPECT_TRUE(streams_from_input(batch_32, 1));

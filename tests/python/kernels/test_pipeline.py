@@ -118,10 +118,13 @@ def test_empty_pipeline_is_identity():
 
 
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
-@pytest.mark.parametrize("batch,h,w,threads", [(7, 17, 23, 1), (300, 84, 84, 2)])
+@pytest.mark.parametrize("batch,h,w,threads",
+                         [(7, 17, 23, 1), (300, 84, 84, 2), (128, 84, 84, 1), (128, 84, 84, 2)])
 def test_empty_pipeline_gather_is_indexing(dtype, batch, h, w, threads):
     # With no ops a gather is one copy per plane (a replay buffer's sample
     # without augmentation); at 300 x 9 planes of 84 x 84 two threads share it.
+    # With uint8 at 128 x 9 planes (8.1 MB) on a 32 MiB cache, one thread
+    # streams it (kernels/streaming_stores.h) and two do not.
     g = torch.Generator().manual_seed(5)
     storage = torch.randint(0, 256, (40, 3, h, w), generator=g).to(dtype)
     idx = torch.randint(0, 40, (batch, 3), generator=g)
@@ -146,10 +149,10 @@ def test_empty_pipeline_gather_is_indexing(dtype, batch, h, w, threads):
     [{"op": "shift", "pad": 4}, {"op": "flip", "p": 0.5}],
 ])
 def test_float_moves_same_bits_streamed_or_not(pipeline):
-    # At B = 32 (8.1 MB of float32) one thread streams the planes straight
-    # from the input (kernels/streaming_stores.h) and two threads write them
-    # with plain stores; a flipped sample is built in scratch either way.
-    # The bits are those of the uint8 path, converted.
+    # At B = 32 (8.1 MB of float32) on a 32 MiB cache, one thread streams
+    # the planes straight from the input (kernels/streaming_stores.h), a
+    # flipped sample's built in scratch, and two threads write them all with
+    # plain stores. The bits are those of the uint8 path, converted.
     g = torch.Generator().manual_seed(11)
     x8 = torch.randint(0, 256, (32, 9, 84, 84), generator=g, dtype=torch.uint8)
     want = ops.augment(x8, None, ops=pipeline, seed=SEED, step=STEP).float()
