@@ -895,6 +895,46 @@ OBSAUG_CLONES void store_span(const In* __restrict v, Out* __restrict out, int64
   for (int64_t x = 0; x < n; ++x) out[x] = to_output(v[x], scale, bias, static_cast<Out*>(nullptr));
 }
 
+// Eight values as float32 (AVX2): uint8 widened, float32 loaded.
+__attribute__((target("avx2"))) inline __m256 eight_floats(const uint8_t* v) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(v))));
+}
+__attribute__((target("avx2"))) inline __m256 eight_floats(const float* v) {
+  return _mm256_loadu_ps(v);
+}
+
+// store_span to a float32 output that is streamed (kernels/streaming_stores.h):
+// each 64-byte line of `out` converted (v * scale, then + bias: to_output's
+// two roundings) and written with two non-temporal 32-byte stores, rather
+// than converted into scratch and then copied out (measured 1.2-1.4x as
+// long, BENCHMARKS.md "Float32 outputs converted as they are streamed");
+// the ends with plain stores. [ahead, ahead + ahead_bytes), what the caller
+// reads next, is prefetched over the stores, as stream_bytes does.
+template <typename In>
+__attribute__((target("avx2"))) void stream_span_avx2(const In* v, float* out, int64_t n,
+                                                      float scale, float bias, const void* ahead,
+                                                      int64_t ahead_bytes) {
+  const auto* next = static_cast<const unsigned char*>(ahead);
+  const int64_t out_bytes = n * static_cast<int64_t>(sizeof(float));
+  const int64_t fetch_per_line = (ahead_bytes + out_bytes - 1) / std::max<int64_t>(out_bytes, 1);
+  int64_t fetched = 0;
+  int64_t i = std::min<int64_t>(n, ((32 - reinterpret_cast<uintptr_t>(out) % 32) % 32) / 4);
+  store_span(v, out, i, scale, bias);  // out is 4-byte aligned: up to the first 32-byte boundary
+  const __m256 s = _mm256_set1_ps(scale);
+  const __m256 b = _mm256_set1_ps(bias);
+  for (; i + 16 <= n; i += 16) {
+    for (int64_t k = 0; k < fetch_per_line && fetched < ahead_bytes; ++k, fetched += 64)
+      __builtin_prefetch(next + fetched);
+    const __m256 lo = eight_floats(v + i);
+    const __m256 hi = eight_floats(v + i + 8);
+    _mm256_stream_ps(out + i, _mm256_add_ps(_mm256_mul_ps(lo, s), b));
+    _mm256_stream_ps(out + i + 8, _mm256_add_ps(_mm256_mul_ps(hi, s), b));
+  }
+  store_span(v + i, out + i, n - i, scale, bias);
+  for (; fetched < ahead_bytes; fetched += 64) __builtin_prefetch(next + fetched);
+}
+
 // Whether coordinates at the output of op k (k = -1: the pipeline's input)
 // lie on the other axis than the output's: an odd number of quarter turns
 // after op k (trace_range's rotate case).
@@ -1444,8 +1484,8 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
   // the L1 cache, then streamed out. The copy-only path and the float32
   // moves stream straight from the input, and a lone thread does that from
   // a smaller output (streams_from_input).
-  const int64_t out_bytes = planes * out_plane * static_cast<int64_t>(sizeof(Out));
-  const bool streamed_by_size = !in_place && streams_output(out_bytes);
+  const int64_t batch_bytes = planes * out_plane * static_cast<int64_t>(sizeof(Out));
+  const bool streamed_by_size = !in_place && streams_output(batch_bytes);
   // the threads at::parallel_for runs `units` chunks on
   const auto threads_for = [](int64_t units) {
     return std::max<int64_t>(
@@ -1462,7 +1502,7 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
     const int64_t grain =
         std::max<int64_t>(1, (int64_t{1} << 18) / static_cast<int64_t>(plane_bytes));
     const bool copies_streamed =
-        streams_from_input(out_bytes, threads_for((planes + grain - 1) / grain));
+        streams_from_input(batch_bytes, threads_for((planes + grain - 1) / grain));
     at::parallel_for(0, planes, grain, [&](int64_t begin, int64_t end) {
       for (int64_t plane = begin; plane < end; ++plane) {
         // a gather's planes lie anywhere in its storage: the first line of
@@ -1506,11 +1546,14 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
   // the input, sample by sample where its columns are a shift
   const bool translated_streams =
       std::is_same<In, float>::value && kSameType && direct && !in_place &&
-      streams_from_input(out_bytes, threads_for(planes / group)) && group == 1 && moves_only &&
+      streams_from_input(batch_bytes, threads_for(planes / group)) && group == 1 && moves_only &&
       p.out_w % 4 == 0 && reinterpret_cast<uintptr_t>(buf.out) % 16 == 0;
   // A call that streams some planes straight from the input streams the
   // others too (built in scratch), so that one fence ends it.
   const bool streamed = streamed_by_size || translated_streams;
+  // a converted float32 output streamed as it is converted (stream_span_avx2)
+  const bool converts_as_streamed =
+      std::is_same<Out, float>::value && streamed && !direct && kHasAvx2;
   at::parallel_for(0, planes / group, 1, [&](int64_t begin, int64_t end) {
     const int64_t end_plane = end * group;
     GeometryCache& geometries = geometry_cache();
@@ -1524,7 +1567,7 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
     scratch.edges.resize(2 * static_cast<size_t>(p.out_h));
     const bool staged = !direct || streamed;  // planes built in scratch.values, then stored
     if (staged) scratch.values.resize(group * out_plane);
-    std::vector<Out> streamed_plane(streamed && !direct ? out_plane : 0);
+    std::vector<Out> streamed_plane(streamed && !direct && !converts_as_streamed ? out_plane : 0);
     if (mixes) scratch.jitter_rows.resize(3 * static_cast<size_t>(p.out_w));
     OpDraw draws[kMaxOps];
     OpDraw next_draws[kMaxOps];  // the next sample's, drawn ahead for ReadAhead
@@ -1658,12 +1701,22 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
               const void* next_in = has_next ? input_plane(p, buf, next_plane) : nullptr;
               const int64_t next_bytes =
                   has_next ? static_cast<int64_t>(sizeof(In)) * p.in_h * p.in_w : 0;
-              const void* plane = values[c];
-              if (!direct) {
-                store_span(values[c], streamed_plane.data(), out_plane, buf.scale, buf.bias);
-                plane = streamed_plane.data();
+              bool converted = false;
+              if constexpr (std::is_same<Out, float>::value) {
+                if (converts_as_streamed) {
+                  stream_span_avx2(values[c], out, out_plane, buf.scale, buf.bias, next_in,
+                                   next_bytes);
+                  converted = true;
+                }
               }
-              stream_bytes(out, plane, out_bytes, next_in, next_bytes);
+              if (!converted) {
+                const void* plane = values[c];
+                if (!direct) {
+                  store_span(values[c], streamed_plane.data(), out_plane, buf.scale, buf.bias);
+                  plane = streamed_plane.data();
+                }
+                stream_bytes(out, plane, out_bytes, next_in, next_bytes);
+              }
             }
           }
         }
