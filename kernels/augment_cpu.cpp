@@ -905,8 +905,8 @@ __attribute__((target("avx2"))) inline __m256 eight_floats(const float* v) {
 }
 
 // store_span to a float32 output that is streamed (kernels/streaming_stores.h):
-// each 64-byte line of `out` converted (v * scale, then + bias: to_output's
-// two roundings) and written with two non-temporal 32-byte stores, rather
+// 16 values at a time converted (v * scale, then + bias: to_output's two
+// roundings) and written with two non-temporal 32-byte stores, rather
 // than converted into scratch and then copied out (measured 1.2-1.4x as
 // long, BENCHMARKS.md "Float32 outputs converted as they are streamed");
 // the ends with plain stores. [ahead, ahead + ahead_bytes), what the caller
@@ -920,7 +920,7 @@ __attribute__((target("avx2"))) void stream_span_avx2(const In* v, float* out, i
   const int64_t fetch_per_line = (ahead_bytes + out_bytes - 1) / std::max<int64_t>(out_bytes, 1);
   int64_t fetched = 0;
   int64_t i = std::min<int64_t>(n, ((32 - reinterpret_cast<uintptr_t>(out) % 32) % 32) / 4);
-  store_span(v, out, i, scale, bias);  // out is 4-byte aligned: up to the first 32-byte boundary
+  store_span(v, out, i, scale, bias);  // `out` 4-byte aligned: up to a 32-byte boundary
   const __m256 s = _mm256_set1_ps(scale);
   const __m256 b = _mm256_set1_ps(bias);
   for (; i + 16 <= n; i += 16) {
@@ -1551,9 +1551,12 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
   // A call that streams some planes straight from the input streams the
   // others too (built in scratch), so that one fence ends it.
   const bool streamed = streamed_by_size || translated_streams;
-  // a converted float32 output streamed as it is converted (stream_span_avx2)
-  const bool converts_as_streamed =
-      std::is_same<Out, float>::value && streamed && !direct && kHasAvx2;
+  // a converted float32 output streamed as it is converted (stream_span_avx2),
+  // unless its floats are not 4-byte aligned (an out= built on a byte buffer
+  // at an odd offset): no head of whole floats reaches a 32-byte boundary
+  const bool converts_as_streamed = std::is_same<Out, float>::value && streamed && !direct &&
+                                    kHasAvx2 &&
+                                    reinterpret_cast<uintptr_t>(buf.out) % sizeof(Out) == 0;
   at::parallel_for(0, planes / group, 1, [&](int64_t begin, int64_t end) {
     const int64_t end_plane = end * group;
     GeometryCache& geometries = geometry_cache();

@@ -335,6 +335,30 @@ TEST(AugmentReference, StreamedOutputsMatchPerPixelPath) {
   }
 }
 
+// A streamed float32 output with scale and bias is converted as it is
+// stored, with 32-byte aligned streaming stores after a head of whole
+// floats. An out= whose floats sit at any byte offset (a byte buffer viewed
+// as float32 at an odd offset) still gets every value, unstreamed bits.
+TEST(AugmentReference, StreamedFloatOutputAtEveryByteOffset) {
+  ScopedStreamThreshold threshold(0);
+  std::mt19937_64 rng(20261202);
+  const Pipeline pipeline = parse_pipeline("op=shift,pad=3");
+  for (const at::Tensor& obs : {random_u8({5, 6, 21, 21}, rng), random_f32({5, 6, 21, 21}, rng)}) {
+    SCOPED_TRACE(std::string("input ") + c10::toString(obs.scalar_type()));
+    const OutputOptions affine{at::kFloat, 1.0 / 255.0, -0.5};
+    threshold.set(int64_t{1} << 62);
+    const at::Tensor expected = ops::augment(obs, std::nullopt, pipeline, 9, 4, affine);
+    threshold.set(0);
+    for (int64_t offset = 0; offset < 8; ++offset) {
+      const at::Tensor bytes = at::zeros({expected.numel() * 4 + 8}, at::kByte);
+      OutputOptions o = affine;
+      o.out = at::from_blob(bytes.data_ptr<uint8_t>() + offset, expected.sizes(), at::kFloat);
+      ops::augment(obs, std::nullopt, pipeline, 9, 4, o);
+      EXPECT_TRUE(same_bits(expected, o.out)) << "byte offset " << offset;
+    }
+  }
+}
+
 // Streamed float32 pipelines that only move pixels with replicated edges:
 // planes whose columns are a shift are written straight from the input
 // (stream_translated_plane), the others built in scratch. Both equal the
