@@ -910,29 +910,25 @@ __attribute__((target("avx2"))) inline __m256 eight_floats(const float* v) {
 // than converted into scratch and then copied out (measured 1.2-1.4x as
 // long, BENCHMARKS.md "Float32 outputs converted as they are streamed");
 // the ends with plain stores. [ahead, ahead + ahead_bytes), what the caller
-// reads next, is prefetched over the stores, as stream_bytes does.
+// reads next, is prefetched over the stores (LinePrefetch).
 template <typename In>
 __attribute__((target("avx2"))) void stream_span_avx2(const In* v, float* out, int64_t n,
                                                       float scale, float bias, const void* ahead,
                                                       int64_t ahead_bytes) {
-  const auto* next = static_cast<const unsigned char*>(ahead);
-  const int64_t out_bytes = n * static_cast<int64_t>(sizeof(float));
-  const int64_t fetch_per_line = (ahead_bytes + out_bytes - 1) / std::max<int64_t>(out_bytes, 1);
-  int64_t fetched = 0;
+  LinePrefetch prefetch(ahead, ahead_bytes, n * static_cast<int64_t>(sizeof(float)));
   int64_t i = std::min<int64_t>(n, ((32 - reinterpret_cast<uintptr_t>(out) % 32) % 32) / 4);
   store_span(v, out, i, scale, bias);  // `out` 4-byte aligned: up to a 32-byte boundary
   const __m256 s = _mm256_set1_ps(scale);
   const __m256 b = _mm256_set1_ps(bias);
   for (; i + 16 <= n; i += 16) {
-    for (int64_t k = 0; k < fetch_per_line && fetched < ahead_bytes; ++k, fetched += 64)
-      __builtin_prefetch(next + fetched);
+    prefetch.line();
     const __m256 lo = eight_floats(v + i);
     const __m256 hi = eight_floats(v + i + 8);
     _mm256_stream_ps(out + i, _mm256_add_ps(_mm256_mul_ps(lo, s), b));
     _mm256_stream_ps(out + i + 8, _mm256_add_ps(_mm256_mul_ps(hi, s), b));
   }
   store_span(v + i, out + i, n - i, scale, bias);
-  for (; fetched < ahead_bytes; fetched += 64) __builtin_prefetch(next + fetched);
+  prefetch.finish();
 }
 
 // Whether coordinates at the output of op k (k = -1: the pipeline's input)

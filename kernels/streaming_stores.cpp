@@ -74,18 +74,13 @@ void stream_bytes(void* dst, const void* src, int64_t n, const void* ahead, int6
 #if defined(__x86_64__)
   auto* d = static_cast<unsigned char*>(dst);
   const auto* s = static_cast<const unsigned char*>(src);
-  const auto* next = static_cast<const unsigned char*>(ahead);
-  // lines of `ahead` fetched per 64 bytes stored, so that the loop covers it
-  const int64_t fetch_per_step =
-      ahead_bytes > 0 ? (ahead_bytes + n - 1) / std::max<int64_t>(n, 1) : 0;
-  int64_t fetched = 0;
+  LinePrefetch prefetch(ahead, ahead_bytes, n);
   const int64_t head =
       std::min<int64_t>(n, (16 - static_cast<int64_t>(reinterpret_cast<uintptr_t>(d) & 15)) & 15);
   std::memcpy(d, s, static_cast<size_t>(head));
   int64_t i = head;
   for (; i + 64 <= n; i += 64) {
-    for (int64_t k = 0; k < fetch_per_step && fetched < ahead_bytes; ++k, fetched += 64)
-      __builtin_prefetch(next + fetched);
+    prefetch.line();
     const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
     const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
@@ -100,7 +95,7 @@ void stream_bytes(void* dst, const void* src, int64_t n, const void* ahead, int6
                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
   }
   std::memcpy(d + i, s + i, static_cast<size_t>(n - i));
-  for (; fetched < ahead_bytes; fetched += 64) __builtin_prefetch(next + fetched);
+  prefetch.finish();
 #else
   std::memcpy(dst, src, static_cast<size_t>(n));
 #endif

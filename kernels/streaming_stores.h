@@ -14,6 +14,7 @@
 // an output written straight from its input from less, streams_from_input).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace obsaug {
@@ -58,6 +59,31 @@ void set_stream_threshold_bytes(int64_t bytes);
 // reads overlap these writes instead of following them.
 void stream_bytes(void* dst, const void* src, int64_t n, const void* ahead = nullptr,
                   int64_t ahead_bytes = 0);
+
+// Prefetches [ahead, ahead + bytes), what a streaming store loop's caller
+// reads next, spread over the loop: line() before each 64-byte line of the
+// `store_bytes` it writes, finish() after the last, so that those reads
+// overlap the writes instead of following them.
+class LinePrefetch {
+ public:
+  LinePrefetch(const void* ahead, int64_t bytes, int64_t store_bytes)
+      : next_(static_cast<const unsigned char*>(ahead)),
+        bytes_(bytes),
+        per_line_(bytes > 0 ? (bytes + store_bytes - 1) / std::max<int64_t>(store_bytes, 1) : 0) {}
+  void line() {
+    for (int64_t k = 0; k < per_line_ && fetched_ < bytes_; ++k, fetched_ += 64)
+      __builtin_prefetch(next_ + fetched_);
+  }
+  void finish() {
+    for (; fetched_ < bytes_; fetched_ += 64) __builtin_prefetch(next_ + fetched_);
+  }
+
+ private:
+  const unsigned char* next_;
+  int64_t bytes_;
+  int64_t per_line_;  // lines fetched per line stored
+  int64_t fetched_ = 0;
+};
 
 // Orders this thread's streaming stores before its later stores (sfence).
 void stream_fence();

@@ -2,6 +2,8 @@
 
 (DESIGN.md's "one fused pass" claim is about memory traffic and is not testable here.)
 """
+import contextlib
+
 import pytest
 import torch
 
@@ -117,6 +119,17 @@ def test_empty_pipeline_is_identity():
     assert torch.equal(x, before)
 
 
+@contextlib.contextmanager
+def torch_threads(n):
+    """torch.set_num_threads(n) for the block, the previous count restored after."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
 @pytest.mark.parametrize("dtype", [torch.uint8, torch.float32])
 @pytest.mark.parametrize("batch,h,w,threads",
                          [(7, 17, 23, 1), (300, 84, 84, 2), (128, 84, 84, 1), (128, 84, 84, 2)])
@@ -129,9 +142,7 @@ def test_empty_pipeline_gather_is_indexing(dtype, batch, h, w, threads):
     storage = torch.randint(0, 256, (40, 3, h, w), generator=g).to(dtype)
     idx = torch.randint(0, 40, (batch, 3), generator=g)
     want = storage[idx].reshape(batch, 9, h, w)
-    saved = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         assert torch.equal(ops.gather_augment(storage, idx, ops=[], seed=SEED, step=STEP), want)
         out = torch.full_like(want, 7)
         assert ops.gather_augment(storage, idx, ops=[], seed=SEED, step=STEP, out=out) is out
@@ -140,8 +151,6 @@ def test_empty_pipeline_gather_is_indexing(dtype, batch, h, w, threads):
         scaled = ops.gather_augment(storage, idx, ops=[], seed=SEED, step=STEP,
                                     out_dtype=torch.float32, scale=0.5, bias=-1.0)
         assert torch.equal(scaled, want.float() * 0.5 - 1.0)
-    finally:
-        torch.set_num_threads(saved)
 
 
 @pytest.mark.parametrize("pipeline", [
@@ -157,16 +166,12 @@ def test_float_moves_same_bits_streamed_or_not(pipeline):
     x8 = torch.randint(0, 256, (32, 9, 84, 84), generator=g, dtype=torch.uint8)
     want = ops.augment(x8, None, ops=pipeline, seed=SEED, step=STEP).float()
     x = x8.float()
-    saved = torch.get_num_threads()
-    try:
-        for threads in (1, 2):
-            torch.set_num_threads(threads)
+    for threads in (1, 2):
+        with torch_threads(threads):
             assert torch.equal(ops.augment(x, None, ops=pipeline, seed=SEED, step=STEP), want)
             out = torch.full_like(x, -1.0)
             ops.augment(x, None, ops=pipeline, seed=SEED, step=STEP, out=out)
             assert torch.equal(out, want)
-    finally:
-        torch.set_num_threads(saved)
 
 
 def test_same_op_twice_draws_independently():
