@@ -36,6 +36,7 @@ the N-to-N ratios (the scaling table) compare like with like.
 
     .venv/bin/python benchmarks/bench_prioritized.py            # 64 Ki, 1 Mi, 8 Mi
     .venv/bin/python benchmarks/bench_prioritized.py --quick    # 64 Ki, 1 Mi
+    python3 benchmarks/bench_prioritized.py --device cuda --sizes 65536 1048576   # the GPU's tree
 """
 from __future__ import annotations
 
@@ -56,9 +57,10 @@ OPS = ("sample", "update", "step")
 ENVS = 4096
 
 
-def obsaug_methods(obsaug, n, batch, rng):
+def obsaug_methods(obsaug, n, batch, rng, device):
     rb = obsaug.ReplayBuffer(capacity=n, frame_shape=(1, 1, 1), frame_stack=1, action_shape=(),
-                             n_step=1, prioritized=True, alpha=ALPHA, beta=BETA, seed=1)
+                             device=device, n_step=1, prioritized=True, alpha=ALPHA, beta=BETA,
+                             seed=1)
     envs = min(ENVS, n)
     frames = torch.zeros(envs, 1, 1, 1, dtype=torch.uint8)
     rb.add_first(frames)
@@ -68,10 +70,10 @@ def obsaug_methods(obsaug, n, batch, rng):
         rb.add(actions, rewards, frames, no, no)
     chunk = 1 << 20
     for start in range(0, n, chunk):
-        idx = torch.arange(start, min(n, start + chunk))
-        rb.update_priorities(idx, torch.from_numpy(rng.uniform(0.01, 10, len(idx))))
-    pool = [(rb.sample(batch)["indices"], torch.from_numpy(rng.uniform(0.01, 10, batch)))
-            for _ in range(POOL)]
+        idx = torch.arange(start, min(n, start + chunk), device=device)
+        rb.update_priorities(idx, torch.from_numpy(rng.uniform(0.01, 10, len(idx))).to(device))
+    pool = [(rb.sample(batch)["indices"],
+             torch.from_numpy(rng.uniform(0.01, 10, batch)).to(device)) for _ in range(POOL)]
     turn = iter(range(1 << 62))
 
     def update():
@@ -135,6 +137,9 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[1 << 16, 1 << 20, 1 << 23])
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--rounds", type=int, default=9)
+    p.add_argument("--device", default="cpu",
+                   help="obsaug's buffer on this device (cuda: its tree and draws on the GPU, "
+                        "timed with CUDA events; TorchRL and cpprb stay on the CPU)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (default 1: on a shared machine a parallel region "
                         "waits for a busy core)")
@@ -145,6 +150,9 @@ def main(argv=None) -> int:
     obsaug = harness.import_obsaug()
     if not hasattr(obsaug, "ReplayBuffer"):
         print("obsaug was built without the replay buffer")
+        return 1
+    device = harness.usable_device(args.device, obsaug, select=True)
+    if device is None:
         return 1
     try:
         import cpprb
@@ -158,18 +166,18 @@ def main(argv=None) -> int:
     except ImportError as e:
         torchrl, torchrl_version = None, None
         print(f"skipping torchrl: {e}")
-    env = harness.environment(batch=args.batch, sizes=args.sizes, torchrl=torchrl_version,
-                              cpprb=cpprb_version)
+    env = harness.environment(batch=args.batch, sizes=args.sizes, device=str(device),
+                              torchrl=torchrl_version, cpprb=cpprb_version)
     harness.print_header(env)
-    print(f"batch {args.batch}, alpha {ALPHA}, beta {BETA}, rounds {args.rounds}; "
-          f"torchrl {torchrl_version}, cpprb {cpprb_version}\n")
+    print(f"batch {args.batch}, alpha {ALPHA}, beta {BETA}, rounds {args.rounds}; obsaug on "
+          f"{device}; torchrl {torchrl_version}, cpprb {cpprb_version} (CPU)\n")
     t_start = time.perf_counter()
     libs = ["obsaug"] + (["torchrl"] if torchrl else []) + (["cpprb"] if cpprb else [])
     built, methods = {}, []
     for n in args.sizes:
         rng = np.random.default_rng(args.seed)
         t0 = time.perf_counter()
-        built[n, "obsaug"] = obsaug_methods(obsaug, n, args.batch, rng)
+        built[n, "obsaug"] = obsaug_methods(obsaug, n, args.batch, rng, device)
         if torchrl:
             built[n, "torchrl"] = torchrl_methods(n, args.batch, rng)
         if cpprb:
@@ -177,7 +185,9 @@ def main(argv=None) -> int:
         print(f"N = {n}: filled in {time.perf_counter() - t0:.0f} s")
         methods += [harness.Method(f"{lib} {op} N={n}", fn, lib=lib, op=op, n=n)
                     for lib in libs for op, fn in built[n, lib][1].items()]
-    harness.run_rounds(methods, args.rounds)
+    # On a GPU every method is timed with CUDA events (a CPU method's events
+    # bracket its wall time, the GPU being idle then).
+    harness.run_rounds(methods, args.rounds, device if device.type == "cuda" else None)
     rows = [{"n": m.info["n"], "lib": m.info["lib"], "op": m.info["op"],
              "us": harness.median(m) * 1e6, "iqr_us": harness.iqr(m.times) * 1e6}
             for m in methods]

@@ -201,11 +201,11 @@ class ObsaugBuffer:
     name = "obsaug.ReplayBuffer"
     slot_on_first = True
 
-    def __init__(self, capacity, n_step, gamma, seed, bank: Bank):
+    def __init__(self, capacity, n_step, gamma, seed, bank: Bank, device: str = "cpu"):
         self.bank = bank
         self.rb = obsaug.ReplayBuffer(capacity=capacity, frame_shape=FRAME, frame_stack=STACK,
                                       action_shape=ACTION, action_dtype=torch.float32,
-                                      device="cpu", n_step=n_step, gamma=gamma,
+                                      device=device, n_step=n_step, gamma=gamma,
                                       prioritized=False, seed=seed)
         self.capacity = capacity
         self.d = Driver()
@@ -561,10 +561,10 @@ def eager_shift(x: torch.Tensor, pad: int = PAD) -> torch.Tensor:
     offsets 0..2*pad (all 9 shifts), gathered from unfold windows."""
     n, c, h, w = x.shape
     padded = F.pad(x, (pad, pad, pad, pad), mode="replicate")
-    oy = torch.randint(0, 2 * pad + 1, (n,))
-    ox = torch.randint(0, 2 * pad + 1, (n,))
+    oy = torch.randint(0, 2 * pad + 1, (n,), device=x.device)
+    ox = torch.randint(0, 2 * pad + 1, (n,), device=x.device)
     windows = padded.unfold(2, h, 1).unfold(3, w, 1)        # [n, c, 2p+1, 2p+1, h, w]
-    return windows[torch.arange(n), :, oy, ox]               # [n, c, h, w]
+    return windows[torch.arange(n, device=x.device), :, oy, ox]  # [n, c, h, w]
 
 
 def eager_overlay(x: torch.Tensor, pool: torch.Tensor, alpha: float = ALPHA) -> torch.Tensor:
@@ -576,7 +576,7 @@ def eager_overlay(x: torch.Tensor, pool: torch.Tensor, alpha: float = ALPHA) -> 
     faster on the CPU than the verbatim form), so the baseline is not handicapped."""
     b, sc, h, w = x.shape
     c = pool.size(1)
-    idx = torch.randint(0, pool.size(0), (b,))
+    idx = torch.randint(0, pool.size(0), (b,), device=pool.device)
     imgs = pool.index_select(0, idx).float().unsqueeze(1)       # [B, 1, C, H, W]
     out = x.float().view(b, sc // c, c, h, w)
     out.mul_(1 - alpha).add_(imgs, alpha=alpha)
@@ -621,13 +621,72 @@ def mem_available_gb() -> Optional[float]:
         return None
 
 
-def make_engine(seed: int, pool: int):
-    cfg = {"seed": seed, "device": "cpu",
+def make_engine(seed: int, pool: int, device: str = "cpu"):
+    cfg = {"seed": seed, "device": device,
            "frames": {"stack": STACK, "channels": FRAME[0], "height": FRAME[1], "width": FRAME[2]},
            "pipeline": OBSAUG_OPS,
            "pool": {"size": pool, "sources": [PHOTOS], "refresh": {"threads": 0}},
            "output": {"dtype": "uint8"}}
     return obsaug.Engine(cfg)
+
+
+def run_on_gpu(args, env: Dict, rounds: int, min_time: float) -> int:
+    """--device cuda: obsaug's buffer and Engine on the GPU, its fused
+    sample(B, augment=engine) (obs and next_obs gathered and augmented in one
+    pass), against what an agent on a GPU does with DrQ-v2's replay: sample the
+    CPU storage (b), copy the batch to the GPU (pageable memory, synchronous:
+    DrQ-v2's DataLoader pins in worker threads, left out here), then (e)'s
+    eager shift + overlay there on the same pool. Timed with CUDA events."""
+    if obsaug is None or not hasattr(obsaug, "ReplayBuffer") or not hasattr(obsaug, "Engine"):
+        print(f"GPU phase skipped: {OBSAUG_ERR if obsaug is None else 'no ReplayBuffer or Engine in this build'}")
+        return 1
+    if not os.path.isdir(PHOTOS):
+        print(f"GPU phase skipped: {PHOTOS} is missing (scripts/fetch_photos.sh)")
+        return 1
+    device = harness.usable_device(args.device, obsaug, select=True)
+    if device is None:
+        return 1
+    B, cap = args.batch, args.capacity
+    bank = Bank(args.seed)
+    engine = make_engine(args.seed, args.pool, str(device))
+    pool = engine.pool_images
+    assert pool.device == device, (pool.device, device)
+    t0 = time.perf_counter()
+    ob = ObsaugBuffer(cap, args.n_step, args.gamma, args.seed, bank, device=str(device))
+    ob.fill(cap)
+    drq = DrQv2Buffer(cap, args.n_step, args.gamma, args.seed, bank)
+    drq.fill(cap)
+    print(f"GPU phase on {device}: both buffers filled ({cap:,} slots) in "
+          f"{time.perf_counter() - t0:.1f} s")
+    s = ob.rb.sample(B, augment=engine)
+    assert s["obs"].device == device and s["obs"].shape == (B, STACK * FRAME[0], *FRAME[1:])
+
+    def drqv2_copy():
+        b = drq.sample(B)
+        return b["obs"].to(device), b["next_obs"].to(device)
+
+    def drqv2_copy_augment():
+        obs, next_obs = drqv2_copy()
+        return eager_augment(obs, pool), eager_augment(next_obs, pool)
+
+    methods = [Method("obsaug sample(B, augment=engine), CUDA buffer",
+                      lambda: ob.rb.sample(B, augment=engine)),
+               Method("obsaug sample(B), CUDA buffer", lambda: ob.rb.sample(B)),
+               Method("DrQ-v2 sample, .to(cuda), eager shift + overlay", drqv2_copy_augment),
+               Method("DrQ-v2 sample, .to(cuda)", drqv2_copy)]
+    with torch.no_grad():
+        harness.run_rounds(methods, rounds, device, args.warmup, min_time)
+    fused = harness.median(methods[0])
+    rows = [{"method": m.key, "ms": harness.median(m) * 1e3, "iqr": harness.iqr(m.times),
+             "x_obsaug_fused": harness.median(m) / fused} for m in methods]
+    print(f"\nbatch {B}, capacity {cap:,}, n-step {args.n_step}, pool {args.pool}, "
+          f"{rounds} rounds; ms per call (obs and next_obs), x = time / obsaug's fused sample\n")
+    print_md_table(["method", "ms", "iqr", "x obsaug fused"], "lrrr",
+                   [[r["method"], f"{r['ms']:.3f}", f"{r['iqr']:.0%}", f"{r['x_obsaug_fused']:.2f}x"]
+                    for r in rows])
+    if args.json:
+        harness.write_json(args.json, {"environment": env, "device": str(device), "rows": rows})
+    return 0
 
 
 def main(argv=None) -> int:
@@ -645,6 +704,8 @@ def main(argv=None) -> int:
     p.add_argument("--min-time", type=float, default=None,
                    help="seconds per measurement (default 0.15, quick 0.03)")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
+    p.add_argument("--device", default="cpu",
+                   help="cuda: only the GPU phase (see run_on_gpu), instead of phases 1-3")
     p.add_argument("--torchrl", choices=["auto", "off"], default="auto")
     p.add_argument("--torchrl-storage", choices=["tensor", "memmap"], default="tensor",
                    help="LazyTensorStorage (default) or LazyMemmapStorage (files in --scratch)")
@@ -670,6 +731,8 @@ def main(argv=None) -> int:
 
     env = harness.environment(numpy=np.__version__, mem_available_GB=mem_available_gb())
     harness.print_header(env)
+    if torch.device(args.device).type == "cuda":
+        return run_on_gpu(args, env, rounds, min_time)
     print(f"numpy {env['numpy']}, MemAvailable {env['mem_available_GB']:.1f} GB")
     print(f"frames {FRAME} uint8, stack {STACK}, action {ACTION} float32, episodes of {EP_LEN} "
           f"(terminated), capacity {cap:,}, batch {B}, n-step {args.n_step} (obsaug, DrQ-v2), "

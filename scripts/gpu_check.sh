@@ -3,6 +3,11 @@
 # (+ CUDA toolkit) in the system python3, builds obsaug with CUDA into
 # build-gpu/ and runs, each under `timeout`, in one go:
 #   env        nvidia-smi and tool versions
+#   deps       .gpu_bundle/ (scripts/gpu_bundle.sh, run beforehand on a machine
+#              with apt) unpacked into build-gpu/deps: TurboJPEG, libpng,
+#              yaml-cpp, GoogleTest and the Boost.Lockfree headers, so that the
+#              pool, the Engine and the C++ tests build where none is installed;
+#              then the photos in data/photos counted and Python.h looked for
 #   configure  cmake -G Ninja -DOBSAUG_CUDA=ON (GoogleTest optional: tests OFF
 #              when find_package(GTest) fails)
 #   build      ninja, then `import obsaug` must report CUDA
@@ -30,6 +35,11 @@
 #   sanitizer  compute-sanitizer memcheck, racecheck, synccheck and initcheck
 #              on tests/python/kernels/cuda_sanitizer_workload.py (probed
 #              first: a runtime that answers "Device not supported" is a SKIP)
+#   bench-pool, bench-replay, bench-prioritized
+#              last, when time is left: benchmarks/bench_pool.py (refresh
+#              running vs stopped), bench_replay.py (the fused sample on a
+#              CUDA buffer vs DrQ-v2's sample, copy, augment) and
+#              bench_prioritized.py (the GPU's tree at 64 Ki and 1 Mi), --device cuda
 # Every log goes to $OUT (default ./out), 8 files at most:
 #   summary.log build.log ctest.log pytest.log bitexact.log bench.log
 #   bench.json sanitizer.log
@@ -37,8 +47,13 @@
 # 0 when no step failed. Total budget: GPU_CHECK_BUDGET_S (default 450 s).
 #
 # Usage (repository root is the working directory):  scripts/gpu_check.sh
+# On the lent H200 (nothing can be downloaded there): run scripts/gpu_bundle.sh
+# here first, then the device call carries [".gpu_bundle", "data/photos"].
 # Environment: OUT, PYTHON (default python3), CUDA_ARCH (default 90),
-#              GPU_CHECK_BUDGET_S, BUILD_DIR (default build-gpu).
+#              GPU_CHECK_BUDGET_S, BUILD_DIR (default build-gpu),
+#              GPU_CHECK_SKIP (step names not to run, e.g. "ctest memcheck
+#              racecheck" for a second run that needs the time elsewhere;
+#              names as the "== name" lines print them).
 set -u
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -86,6 +101,14 @@ run_step() {
   local name=$1 log=$2 limit=$3
   shift 3
   local left
+  case " ${GPU_CHECK_SKIP:-} " in
+    *" $name "*)
+      STEP_RC=126
+      STEP_S=0
+      echo "== $name: not run, named in GPU_CHECK_SKIP" >>"$log"
+      return
+      ;;
+  esac
   left=$(($(left_s) - 5))
   if [ "$left" -lt 20 ]; then
     STEP_RC=125
@@ -108,7 +131,7 @@ status_of() {  # rc -> PASS / FAIL (timeout) / FAIL
   case "$1" in
     0) echo PASS ;;
     124 | 137) echo FAIL ;;
-    125) echo SKIP ;;
+    125 | 126) echo SKIP ;;
     *) echo FAIL ;;
   esac
 }
@@ -117,6 +140,7 @@ detail_of() {  # rc seconds
     0) echo "(${2}s)" ;;
     124 | 137) echo "(timed out after ${2}s)" ;;
     125) echo "(no time left)" ;;
+    126) echo "(named in GPU_CHECK_SKIP)" ;;
     *) echo "(exit $1 after ${2}s)" ;;
   esac
 }
@@ -153,9 +177,69 @@ else
   record env FAIL "(torch.cuda.is_available() is False: GPU steps are skipped)"
 fi
 
+# --------------------------------------------------------------- deps --
+# .gpu_bundle/ (scripts/gpu_bundle.sh, carried with the call): Debian's
+# packages of TurboJPEG, libpng, zlib's headers, yaml-cpp and GoogleTest, and
+# the Boost.Lockfree headers, unpacked into $DEPS_PREFIX, which CMake searches
+# before the system (CMAKE_PREFIX_PATH) and the loader too (LD_LIBRARY_PATH,
+# besides the build tree's RPATH). Their .pc files name /usr: rewritten to the
+# prefix. Without the bundle, what the machine has is used, and whatever lacks
+# its library is skipped (cmake/components.cmake; the configure log says which).
+DEPS_LOG="$OUT/build.log"
+: >"$DEPS_LOG"
+DEPS_PREFIX="$ROOT/$BUILD_DIR/deps"
+unpack_deb() {  # deb dir: dpkg-deb where there is one, else ar + tar
+  if command -v dpkg-deb >/dev/null 2>&1; then
+    dpkg-deb -x "$1" "$2"
+    return
+  fi
+  local work member rc
+  work="$(mktemp -d)"
+  member="$(ar t "$1" | grep -m1 '^data\.tar')" && (cd "$work" && ar x "$1" "$member") &&
+    tar -xf "$work/$member" -C "$2"
+  rc=$?
+  rm -rf "$work"
+  return $rc
+}
+if ls "$ROOT"/.gpu_bundle/*.deb >/dev/null 2>&1; then
+  rm -rf "$DEPS_PREFIX"
+  mkdir -p "$DEPS_PREFIX/usr/include"
+  DEPS_RC=0
+  for deb in "$ROOT"/.gpu_bundle/*.deb; do
+    unpack_deb "$deb" "$DEPS_PREFIX" >>"$DEPS_LOG" 2>&1 || { echo "could not unpack $deb" >>"$DEPS_LOG"; DEPS_RC=1; }
+  done
+  if [ -f "$ROOT/.gpu_bundle/boost-lockfree-headers.tar.gz" ]; then
+    tar -xzf "$ROOT/.gpu_bundle/boost-lockfree-headers.tar.gz" -C "$DEPS_PREFIX/usr/include" >>"$DEPS_LOG" 2>&1 || DEPS_RC=1
+  fi
+  for pc in "$DEPS_PREFIX"/usr/lib/*/pkgconfig/*.pc "$DEPS_PREFIX"/usr/share/pkgconfig/*.pc; do
+    [ -f "$pc" ] && sed -i -E "s#^(prefix|exec_prefix|libdir|includedir)=/usr#\1=$DEPS_PREFIX/usr#" "$pc"
+  done
+  DEPS_LIB="$(ls -d "$DEPS_PREFIX"/usr/lib/*-linux-gnu 2>/dev/null | head -1)"
+  export CMAKE_PREFIX_PATH="$DEPS_PREFIX/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+  export PKG_CONFIG_PATH="$DEPS_LIB/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  export LD_LIBRARY_PATH="$DEPS_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  DEPS_WHAT="$(ls "$ROOT"/.gpu_bundle/*.deb | wc -l) packages$([ -d "$DEPS_PREFIX/usr/include/boost" ] && echo ' + Boost.Lockfree headers') in $DEPS_PREFIX"
+  echo "deps: $DEPS_WHAT" >>"$DEPS_LOG"
+  if [ "$DEPS_RC" -eq 0 ]; then
+    record deps PASS "($DEPS_WHAT)"
+  else
+    record deps FAIL "(unpacking .gpu_bundle failed; see build.log)"
+    show_tail "$DEPS_LOG"
+  fi
+else
+  record deps SKIP "(no .gpu_bundle: the machine's own libraries; run scripts/gpu_bundle.sh here and carry .gpu_bundle)"
+fi
+N_PHOTOS=$(find "$ROOT/data/photos" -maxdepth 1 \( -name '*.jpg' -o -name '*.png' \) 2>/dev/null | wc -l)
+say "photos: $N_PHOTOS in data/photos (carry data/photos: the pool's tests and benchmarks read them)"
+PY_INCLUDE="$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['include'])" 2>/dev/null)"
+if [ -f "$PY_INCLUDE/Python.h" ]; then
+  say "Python.h: $PY_INCLUDE"
+else
+  record python-h FAIL "(no Python.h in '$PY_INCLUDE': obsaug._C cannot build; bring the headers of $("$PY" --version 2>&1))"
+fi
+
 # ---------------------------------------------------------- configure --
-BUILD_LOG="$OUT/build.log"
-: >"$BUILD_LOG"
+BUILD_LOG="$OUT/build.log"  # begun by the deps step
 CMAKE_ARGS=(-S "$ROOT" -B "$ROOT/$BUILD_DIR" -G Ninja
   "-DPython3_EXECUTABLE=$PY" -DOBSAUG_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$CUDA_ARCH"
   "-DOBSAUG_PYTHON_PACKAGE_DIR=$ROOT/python/obsaug" -DCMAKE_BUILD_TYPE=Release)
@@ -228,7 +312,7 @@ elif [ "$HAVE_PYTEST" -ne 1 ]; then
   record bitexact SKIP "(pytest is not installed in $PY)"
 else
   run_step bitexact "$BITEXACT_LOG" 180 "${PYTEST[@]}" "$ROOT/tests/python/kernels/test_cuda_bitexact.py"
-  record bitexact "$(status_of "$STEP_RC")" "$(detail_of "$STEP_RC" "$STEP_S") $(grep -E '(passed|failed|error)' "$BITEXACT_LOG" | tail -1)"
+  record bitexact "$(status_of "$STEP_RC")" "$(detail_of "$STEP_RC" "$STEP_S") $(grep -E '(passed|failed|error|skipped)' "$BITEXACT_LOG" | tail -1)"
   [ "$STEP_RC" -ne 0 ] && show_tail "$BITEXACT_LOG"
 fi
 
@@ -263,7 +347,7 @@ else
   run_step pytest "$PYTEST_LOG" 150 "${PYTEST[@]}" "$T/kernels/test_cuda.py" "$T/kernels/test_cuda_host.py"
   P_RC=$STEP_RC
   P_S=$STEP_S
-  P_LINE="$(grep -E '(passed|failed|error)' "$PYTEST_LOG" | tail -1)"
+  P_LINE="$(grep -E '(passed|failed|error|skipped)' "$PYTEST_LOG" | tail -1)"
   run_step pytest-k-cuda "$PYTEST_LOG" 90 "${PYTEST[@]}" -k cuda "$T/engine/test_pool.py" "$T/replay/test_replay.py"
   K_RC=$STEP_RC
   [ "$K_RC" -eq 5 ] && K_RC=0  # no test selected (built without the engine): nothing failed
@@ -340,7 +424,7 @@ else
       [ "$tool" = racecheck ] && extra=(--racecheck-report all)
       run_step "$tool" "$SAN_LOG" 120 "${SANITIZE[@]}" --tool "$tool" "${extra[@]}" "$PY" "$WORKLOAD"
       SAN_DETAIL="$SAN_DETAIL $tool:$(status_of "$STEP_RC")$(detail_of "$STEP_RC" "$STEP_S")"
-      if [ "$STEP_RC" -eq 125 ]; then
+      if [ "$STEP_RC" -eq 125 ] || [ "$STEP_RC" -eq 126 ]; then
         [ "$SAN_STATUS" = PASS ] && SAN_STATUS=SKIP
       elif [ "$STEP_RC" -ne 0 ]; then
         SAN_STATUS=FAIL
@@ -349,6 +433,32 @@ else
     record sanitizer "$SAN_STATUS" "(${SAN_DETAIL# }; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$SAN_LOG" | tr '\n' ' '))"
     [ "$SAN_STATUS" = FAIL ] && show_tail "$SAN_LOG"
   fi
+fi
+
+# --------------------------------------------------------- bench-more --
+# The GPU numbers beside the ops' (appended to bench.log, each table printed):
+# augment latency with the pool's refresh running and stopped, the fused
+# replay sample on a CUDA buffer against DrQ-v2's sample-copy-augment, and the
+# prioritized tree at 64 Ki and 1 Mi slots. Last, after the correctness steps.
+if [ "$BUILT" -eq 1 ] && [ "$HAVE_GPU" -eq 1 ]; then
+  for b in pool replay prioritized; do
+    case $b in
+      pool) cmd=("$PY" "$ROOT/benchmarks/bench_pool.py" --device cuda --threads 4 --calls 2000 --rounds 3) ;;
+      replay) cmd=("$PY" "$ROOT/benchmarks/bench_replay.py" --device cuda --capacity 20000 --rounds 5
+        --min-time 0.05) ;;
+      prioritized) cmd=("$PY" "$ROOT/benchmarks/bench_prioritized.py" --device cuda
+        --sizes 65536 1048576 --rounds 5) ;;
+    esac
+    run_step "bench-$b" "$BENCH_LOG" 90 "${cmd[@]}"
+    record "bench-$b" "$(status_of "$STEP_RC")" "$(detail_of "$STEP_RC" "$STEP_S")"
+    if [ "$STEP_RC" -eq 0 ]; then
+      sed -n "/^== bench-$b: /,\$p" "$BENCH_LOG" | grep -E '^\||^(phase|median change|refresh)' | tail -n 14
+    elif [ "$STEP_RC" -lt 125 ]; then
+      show_tail "$BENCH_LOG"
+    fi
+  done
+else
+  record bench-more SKIP "(no build or no GPU)"
 fi
 
 # ------------------------------------------------------------ summary --
