@@ -677,7 +677,8 @@ def run_on_gpu(args, env: Dict, rounds: int, min_time: float) -> int:
     with torch.no_grad():
         harness.run_rounds(methods, rounds, device, args.warmup, min_time)
     fused = harness.median(methods[0])
-    rows = [{"method": m.key, "ms": harness.median(m) * 1e3, "iqr": harness.iqr(m.times),
+    rows = [{"method": m.key, "ms": harness.median(m) * 1e3,
+             "iqr": harness.iqr(m.times) / harness.median(m),  # of the median
              "x_obsaug_fused": harness.median(m) / fused} for m in methods]
     print(f"\nbatch {B}, capacity {cap:,}, n-step {args.n_step}, pool {args.pool}, "
           f"{rounds} rounds; ms per call (obs and next_obs), x = time / obsaug's fused sample\n")

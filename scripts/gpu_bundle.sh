@@ -10,7 +10,8 @@
 #   *.deb                       Debian's packages, fetched with `apt-get
 #                               download` (nothing is installed here): the
 #                               runtime and -dev packages of TurboJPEG, libpng
-#                               (with zlib's headers, which FindPNG needs),
+#                               (with zlib1g-dev: FindPNG needs zlib's header
+#                               and library),
 #                               yaml-cpp, and GoogleTest's prebuilt libgtest-dev
 #   boost-lockfree-headers.tar.gz  the Boost headers that
 #                               <boost/lockfree/spsc_queue.hpp> includes (as

@@ -51,9 +51,11 @@
 # here first, then the device call carries [".gpu_bundle", "data/photos"].
 # Environment: OUT, PYTHON (default python3), CUDA_ARCH (default 90),
 #              GPU_CHECK_BUDGET_S, BUILD_DIR (default build-gpu),
-#              GPU_CHECK_SKIP (step names not to run, e.g. "ctest memcheck
-#              racecheck" for a second run that needs the time elsewhere;
-#              names as the "== name" lines print them).
+#              GPU_CHECK_SKIP (step names not to run, as the "== name" lines
+#              print them, e.g. "ctest memcheck racecheck synccheck initcheck"
+#              for a second run whose time should go to the benchmarks, which
+#              come last; configure, build, import and sanitizer-probe gate
+#              other steps and always run).
 set -u
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -90,7 +92,7 @@ RESULTS=()
 say() { echo "$*" | tee -a "$SUMMARY_LOG"; }
 record() {  # name status detail
   STEPS+=("$1")
-  RESULTS+=("$(printf '%-9s %-4s %s' "$1" "$2" "$3")")
+  RESULTS+=("$(printf '%-17s %-4s %s' "$1" "$2" "$3")")
   say "-- $1: $2 $3"
 }
 left_s() { echo $((BUDGET - (SECONDS - START))); }
@@ -101,12 +103,17 @@ run_step() {
   local name=$1 log=$2 limit=$3
   shift 3
   local left
-  case " ${GPU_CHECK_SKIP:-} " in
-    *" $name "*)
-      STEP_RC=126
-      STEP_S=0
-      echo "== $name: not run, named in GPU_CHECK_SKIP" >>"$log"
-      return
+  case "$name" in
+    configure | build | import | sanitizer-probe) ;;  # they gate other steps: always run
+    *)
+      case " ${GPU_CHECK_SKIP:-} " in
+        *" $name "*)
+          STEP_RC=126
+          STEP_S=0
+          echo "== $name: not run, named in GPU_CHECK_SKIP" >>"$log"
+          return
+          ;;
+      esac
       ;;
   esac
   left=$(($(left_s) - 5))
@@ -179,7 +186,7 @@ fi
 
 # --------------------------------------------------------------- deps --
 # .gpu_bundle/ (scripts/gpu_bundle.sh, carried with the call): Debian's
-# packages of TurboJPEG, libpng, zlib's headers, yaml-cpp and GoogleTest, and
+# packages of TurboJPEG, libpng, zlib1g-dev, yaml-cpp and GoogleTest, and
 # the Boost.Lockfree headers, unpacked into $DEPS_PREFIX, which CMake searches
 # before the system (CMAKE_PREFIX_PATH) and the loader too (LD_LIBRARY_PATH,
 # besides the build tree's RPATH). Their .pc files name /usr: rewritten to the
@@ -215,6 +222,13 @@ if ls "$ROOT"/.gpu_bundle/*.deb >/dev/null 2>&1; then
     [ -f "$pc" ] && sed -i -E "s#^(prefix|exec_prefix|libdir|includedir)=/usr#\1=$DEPS_PREFIX/usr#" "$pc"
   done
   DEPS_LIB="$(ls -d "$DEPS_PREFIX"/usr/lib/*-linux-gnu 2>/dev/null | head -1)"
+  # zlib1g-dev's libz.so links to Debian's /lib/<arch>/libz.so.1.2.x, absent
+  # elsewhere: point it at the machine's own libz.so.1 (zlib1g is everywhere).
+  if [ -L "$DEPS_LIB/libz.so" ] && [ ! -e "$DEPS_LIB/libz.so" ]; then
+    for z in /lib/"$(basename "$DEPS_LIB")"/libz.so.1 /usr/lib/"$(basename "$DEPS_LIB")"/libz.so.1; do
+      [ -e "$z" ] && { ln -sfn "$z" "$DEPS_LIB/libz.so"; echo "deps: libz.so -> $z" >>"$DEPS_LOG"; break; }
+    done
+  fi
   export CMAKE_PREFIX_PATH="$DEPS_PREFIX/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
   export PKG_CONFIG_PATH="$DEPS_LIB/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   export LD_LIBRARY_PATH="$DEPS_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -351,7 +365,7 @@ else
   run_step pytest-k-cuda "$PYTEST_LOG" 90 "${PYTEST[@]}" -k cuda "$T/engine/test_pool.py" "$T/replay/test_replay.py"
   K_RC=$STEP_RC
   [ "$K_RC" -eq 5 ] && K_RC=0  # no test selected (built without the engine): nothing failed
-  [ "$P_RC" -eq 0 ] && P_RC=$K_RC
+  if [ "$P_RC" -eq 0 ] || [ "$P_RC" -eq 126 ]; then P_RC=$K_RC; fi
   record pytest "$(status_of "$P_RC")" "$(detail_of "$P_RC" $((P_S + STEP_S))) $P_LINE; -k cuda: $(grep -E '(passed|failed|error|deselected)' "$PYTEST_LOG" | tail -1)"
   [ "$P_RC" -ne 0 ] && show_tail "$PYTEST_LOG"
 fi
@@ -453,8 +467,8 @@ if [ "$BUILT" -eq 1 ] && [ "$HAVE_GPU" -eq 1 ]; then
     record "bench-$b" "$(status_of "$STEP_RC")" "$(detail_of "$STEP_RC" "$STEP_S")"
     if [ "$STEP_RC" -eq 0 ]; then
       sed -n "/^== bench-$b: /,\$p" "$BENCH_LOG" | grep -E '^\||^(phase|median change|refresh)' | tail -n 14
-    elif [ "$STEP_RC" -lt 125 ]; then
-      show_tail "$BENCH_LOG"
+    else
+      case "$STEP_RC" in 125 | 126) ;; *) show_tail "$BENCH_LOG" ;; esac
     fi
   done
 else
