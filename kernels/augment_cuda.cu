@@ -18,7 +18,7 @@ bool cuda_can_stage(const PipelineDesc& p, int64_t in_plane_bytes) {
 int64_t cuda_scratch_bytes(const PipelineDesc& p, int64_t units, bool in_place,
                            int64_t element_size, int sm_count) {
   if (p.n_segments == 0) return 0;
-  return frame_launch(p, units, in_place, sm_count).scratch_elems() * element_size;
+  return frame_launch(p, units, in_place, sm_count, element_size).scratch_elems() * element_size;
 }
 
 template <typename In, typename Out>
@@ -27,7 +27,7 @@ int augment_cuda(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf, cuda
   if (p.n_segments > 0) {
     const int64_t units = buf.batch * (buf.channels / p.frame_channels);
     const bool in_place = static_cast<const void*>(buf.in) == static_cast<const void*>(buf.out);
-    const FrameLaunch launch = frame_launch(p, units, in_place, sm_count);
+    const FrameLaunch launch = frame_launch(p, units, in_place, sm_count, sizeof(In));
     if (launch.blocks == 0) return 0;
     augment_frames_kernel<In, Out>
         <<<launch.blocks, kThreads, 0, stream>>>(p, buf, static_cast<In*>(buf.scratch), launch);

@@ -17,8 +17,9 @@
 // Pipelines with an op of the second family (augment_frames_kernel): one
 // block per stacked frame (grid-stride), each thread evaluating pixels with
 // eval_frame_pixel from kernels/frame_eval.h; the frames a barrier needs are
-// staged in the block's slots of a scratch buffer in global memory (L2-sized
-// per block), allocated by the caller through PyTorch's allocator.
+// staged in the block's slots of a scratch buffer in global memory (a frame
+// per slot, at most kFrameScratchBudget in all: see frame_launch),
+// allocated by the caller through PyTorch's allocator.
 #pragma once
 
 #if !defined(__CUDACC__) && !defined(CUDA_EMULATION)
@@ -379,21 +380,35 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Scratch of the per-frame kernel: `slots` staged frames per block, each
-// C planes of the largest stage (kernels/augment_cpu.h largest_stage_plane).
+// C planes of the largest stage (kernels/augment_cpu.h largest_stage_plane),
+// rounded up to whole 16-byte vectors so that every slot of every block
+// starts on a 16-byte boundary of the (aligned) scratch: stage_plane stores
+// 16-byte vectors there.
 struct FrameLaunch {
   unsigned blocks;
   int slots;           // segment i's output is slot i % 2; in place with one segment, slot 0
-  int64_t slot_elems;  // elements of one slot
+  int64_t slot_elems;  // elements of one slot, a multiple of kVectorBytes
   int64_t scratch_elems() const { return static_cast<int64_t>(blocks) * slots * slot_elems; }
 };
 
-inline FrameLaunch frame_launch(const PipelineDesc& p, int64_t units, bool in_place, int sm_count) {
+// The scratch of one launch stays under this many bytes (fewer blocks, each
+// striding over more frames), however large the frames: at 3 x 1024 x 1024
+// float32 eight blocks per SM would otherwise ask for gigabytes.
+constexpr int64_t kFrameScratchBudget = int64_t{256} << 20;
+
+inline FrameLaunch frame_launch(const PipelineDesc& p, int64_t units, bool in_place, int sm_count,
+                                int64_t element_bytes) {
   const int between = p.n_segments - 1 < 2 ? p.n_segments - 1 : 2;
   const int slots = between > 0 ? between : (in_place ? 1 : 0);
+  const int64_t frame_elems = static_cast<int64_t>(p.frame_channels) * largest_stage_plane(p);
+  const int64_t slot_elems = (frame_elems + kVectorBytes - 1) / kVectorBytes * kVectorBytes;
   // A few blocks per SM keep every SM busy; more would only grow the scratch.
-  const int64_t max_blocks = static_cast<int64_t>(sm_count > 0 ? sm_count : 1) * 8;
-  return {static_cast<unsigned>(units < max_blocks ? units : max_blocks), slots,
-          static_cast<int64_t>(p.frame_channels) * largest_stage_plane(p)};
+  int64_t max_blocks = static_cast<int64_t>(sm_count > 0 ? sm_count : 1) * 8;
+  const int64_t block_bytes = slots * slot_elems * element_bytes;
+  if (block_bytes > 0 && max_blocks * block_bytes > kFrameScratchBudget) {
+    max_blocks = kFrameScratchBudget / block_bytes > 1 ? kFrameScratchBudget / block_bytes : 1;
+  }
+  return {static_cast<unsigned>(units < max_blocks ? units : max_blocks), slots, slot_elems};
 }
 
 template <typename In, typename Out>

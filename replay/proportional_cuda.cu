@@ -49,8 +49,9 @@ __global__ void refresh_level(tree::TreeView t, const int64_t* slots, int64_t co
 
 // A small update (a sample's priorities, a frame written) in one launch: one
 // block walks the kept levels, a barrier between them.
-__global__ void assign_in_one_block(tree::TreeView t, const int64_t* slots, const double* weights,
-                                    int64_t count) {
+__global__ void __launch_bounds__(kOneBlockThreads)
+    assign_in_one_block(tree::TreeView t, const int64_t* slots, const double* weights,
+                        int64_t count) {
   for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
     tree::set_leaf(t, slots[i], weights[i]);
   }

@@ -26,6 +26,7 @@
 #include "replay/proportional_tree.h"
 
 #ifdef OBSAUG_WITH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -95,6 +96,13 @@ ReplayOptions checked(ReplayOptions o) {
   if (!(o.device.is_cpu() || o.device.is_cuda())) {
     bad("__init__", "device must be cpu or cuda, got " + o.device.str());
   }
+#ifdef OBSAUG_WITH_CUDA
+  // "cuda" is the device current now, for good: every later launch and
+  // allocation is guarded to it, whatever is current then.
+  if (o.device.is_cuda() && !o.device.has_index()) {
+    o.device = c10::Device(c10::kCUDA, c10::cuda::current_device());
+  }
+#endif
   return o;
 }
 

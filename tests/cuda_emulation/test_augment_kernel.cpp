@@ -143,7 +143,8 @@ SharedLayout run_case(const Case& c) {
     const AugmentLaunch launch = augment_launch(desc, buf, c.sm_count);
     layout = launch.layout;
     if (desc.n_segments > 0) {  // the per-frame kernel, with its scratch in "global memory"
-      const FrameLaunch frames = frame_launch(desc, c.batch * c.stack, c.in_place, c.sm_count);
+      const FrameLaunch frames =
+          frame_launch(desc, c.batch * c.stack, c.in_place, c.sm_count, sizeof(In));
       std::vector<In> scratch(static_cast<size_t>(frames.scratch_elems()));
       if (frames.blocks > 0) {
         cuda_emu::launch({dim3(frames.blocks), dim3(kThreads), 0, order},
@@ -607,6 +608,64 @@ TEST(AugmentKernelEmulated, SecondFamilyStridingGatherAndOneChannel) {
   c.height = 14;
   c.width = 14;
   run(c);
+}
+
+// Frames whose byte size is no multiple of 16 (83 x 83), in place with one
+// segment: the frame is staged into the block's scratch slot with 16-byte
+// vector stores wherever the input's phase allows, so each slot must start
+// on a 16-byte boundary; 8 blocks (sm_count 1) stride over 12 frames, at an
+// unaligned input. (Under UBSan a misaligned uint4 store fails the test.)
+TEST(AugmentKernelEmulated, SecondFamilyInPlaceOddFrames) {
+  for (Types t : {Types::kU8, Types::kF32}) {
+    for (int misalign : {0, 1, 3}) {
+      SCOPED_TRACE(std::string(name_of(t)) + " misalign " + std::to_string(misalign));
+      Case c = make({op(OpKind::kFlip, {{"p", 0.5}})}, t);
+      c.height = 83;
+      c.width = 83;
+      c.batch = kSanitized ? 5 : 6;
+      c.stack = 2;
+      c.in_place = true;
+      c.misalign = misalign;
+      c.sm_count = 1;
+      run(c);
+    }
+  }
+}
+
+// The per-frame kernel's scratch: the slots of every block begin on 16-byte
+// boundaries at every frame size and element size, each holds a frame, and
+// a launch's scratch stays within kFrameScratchBudget (fewer blocks for
+// large frames, never none).
+TEST(AugmentKernelEmulated, FrameScratchSlotsAlignedAndBounded) {
+  const Pipeline pipelines[] = {
+      {op(OpKind::kFlip)},  // one segment: a slot only in place
+      {op(OpKind::kFlip), op(OpKind::kGrayscale, {{"p", 1.0}}), op(OpKind::kRotate)},
+  };
+  for (const Pipeline& pipeline : pipelines) {
+    for (int32_t side : {11, 20, 83, 84, 1024}) {
+      FrameGeometry geometry;
+      geometry.height = side;
+      geometry.width = side;
+      geometry.frame_channels = 3;
+      const PipelineDesc desc = resolve_pipeline(pipeline, geometry, kSeed, kStep);
+      for (int64_t element_bytes : {int64_t{1}, int64_t{4}}) {
+        for (bool in_place : {false, true}) {
+          SCOPED_TRACE(format_pipeline(pipeline) + " " + std::to_string(side) + "x" +
+                       std::to_string(side) + " element bytes " + std::to_string(element_bytes) +
+                       (in_place ? " in place" : ""));
+          const FrameLaunch launch = frame_launch(desc, 100000, in_place, 132, element_bytes);
+          if (launch.slots == 0) continue;
+          EXPECT_EQ(launch.slot_elems * element_bytes % kVectorBytes, 0);
+          EXPECT_GE(launch.slot_elems, int64_t{3} * side * side);
+          EXPECT_GE(launch.blocks, 1u);
+          EXPECT_LE(launch.blocks, 132u * 8);
+          if (launch.blocks > 1) {
+            EXPECT_LE(launch.scratch_elems() * element_bytes, kFrameScratchBudget);
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(AugmentKernelEmulated, EveryOp) {

@@ -1241,6 +1241,19 @@ def test_sampling_an_empty_buffer_names_both_numbers():
 # -------------------------------------------------------------------- CUDA
 
 @needs_cuda
+def test_cuda_buffer_without_index_keeps_the_device_current_at_construction():
+    rb = make_rb(device="cuda", capacity=16, prioritized=True)
+    here = torch.device("cuda", torch.cuda.current_device())
+    assert rb.device == here and rb.storage.device == here
+    if torch.cuda.device_count() > 1:  # another device current later: the buffer's stays
+        with torch.cuda.device((here.index + 1) % torch.cuda.device_count()):
+            fill([rb], 30, (3, 4, 5), seed=1)
+            b = rb.sample(4)
+            rb.update_priorities(b["indices"], torch.rand(4, device=here) + 0.1)
+        assert b["obs"].device == here
+
+
+@needs_cuda
 @pytest.mark.parametrize("prioritized", [False, True], ids=["uniform", "prioritized"])
 def test_cuda_buffer_matches_cpu(prioritized):
     kw = dict(capacity=40, n_step=3, prioritized=prioritized, seed=17)
