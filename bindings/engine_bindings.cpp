@@ -168,7 +168,7 @@ void bind_engine(py::module& m) {
       .def_property_readonly("step", &Engine::step)
       .def("config_dict", [](const Engine& e) { return config_dict(e.config()); })
       .def("config_yaml", [](const Engine& e) { return describe(e.config()); })
-      .def_property_readonly("device", [](const Engine& e) { return e.config().device; })
+      .def_property_readonly("device", [](const Engine& e) { return e.device().str(); })
       .def_property_readonly("rank", [](const Engine& e) { return e.distributed().rank; })
       .def_property_readonly("world_size",
                              [](const Engine& e) { return e.distributed().world_size; })

@@ -368,6 +368,11 @@ uint64_t Engine::seed() const {
   return impl_->seed;
 }
 
+c10::Device Engine::device() const {
+  if (!impl_) throw std::logic_error("engine is closed");
+  return impl_->device;
+}
+
 EngineStats Engine::stats() const {
   EngineStats s;
   if (!impl_) return s;

@@ -145,6 +145,8 @@ class Engine {
   const Config& config() const;
   DistributedRank distributed() const;
   uint64_t seed() const;  // the Philox key in use: config().seed + rank
+  // config().device resolved: "cuda" is cuda:N, N the device current at construction.
+  c10::Device device() const;
   EngineStats stats() const;
   EngineState state() const;
   void load_state(const EngineState& state);

@@ -189,7 +189,7 @@ __device__ int32_t vector_phase(const T* at) {
 // With phase 0 the shared stores are vectors too, else element by element.
 // Plain loads, not __ldg: in place, this memory is written later in the launch.
 template <typename T>
-__device__ void stage_plane(const T* __restrict__ src, T* __restrict__ dst, int64_t count) {
+__device__ void stage_plane(const T* src, T* __restrict__ dst, int64_t count) {
   constexpr int V = kPerVector<T>;
   const int32_t phase = vector_phase(src);
   const int64_t vectors = (phase + count + V - 1) / V;

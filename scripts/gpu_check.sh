@@ -317,7 +317,10 @@ fi
 # ----------------------------------------------------------- bitexact --
 HAVE_PYTEST=0
 "$PY" -c "import pytest" >/dev/null 2>&1 && HAVE_PYTEST=1
-PYTEST=("$PY" -m pytest -q -ra -p no:cacheprovider)
+# --rootdir: tests/python/conftest.py is loaded (and importable) however few
+# files are named (pytest 7.4-8.0 stop the conftest search at the rootdir
+# they infer, here tests/python/kernels).
+PYTEST=("$PY" -m pytest -q -ra -p no:cacheprovider --rootdir "$ROOT")
 BITEXACT_LOG="$OUT/bitexact.log"
 : >"$BITEXACT_LOG"
 if [ "$BUILT" -ne 1 ] || [ "$HAVE_GPU" -ne 1 ]; then

@@ -36,6 +36,7 @@ import torch.distributed as dist
 
 from . import _C
 from . import ops as _ops
+from ._devices import same_device
 from ._shared_regions import SharedRegions, host_identity
 from .replay import ReplayBuffer, _Envs
 
@@ -307,7 +308,7 @@ class ShardedReplayBuffer:
         if not (b_exp >= 0.0 and b_exp < float("inf")):
             raise ValueError(f"beta must be finite and >= 0, got {b_exp}")
         native, engine_digest = self._engine_of(augment)
-        if native is not None and torch.device(native.device) != self.local.device:
+        if native is not None and not same_device(native.device, self.local.device):
             raise ValueError(f"augment's engine is on {native.device} but this shard is on "
                              f"{self.local.device}; they must match")
         local = self.local._native

@@ -60,6 +60,7 @@ from stable_baselines3.common.buffers import ReplayBuffer as _SB3ReplayBuffer
 from stable_baselines3.common.preprocessing import get_action_dim, is_image_space_channels_first
 from stable_baselines3.common.type_aliases import ReplayBufferSamples
 
+from ._devices import same_device
 from .replay import ReplayBuffer as _ObsaugReplayBuffer
 
 __all__ = ["ReplayBuffer"]
@@ -144,7 +145,7 @@ class ReplayBuffer(_SB3ReplayBuffer):
                                 f"(preset name, YAML path or mapping), got "
                                 f"{type(augment).__name__}")
             engine = Engine(augment)
-        if engine.device != self.device:
+        if not same_device(engine.device, self.device):
             raise ValueError(f"augment's engine runs on {engine.device} but SB3's device is "
                              f"{self.device}; give the engine config device: {self.device}")
         return engine

@@ -38,6 +38,8 @@ import torch
 from tensordict import TensorDictBase
 from torchrl.envs.transforms import Transform
 
+from ._devices import same_device
+
 __all__ = ["Augment"]
 
 NestedKey = Union[str, Tuple[str, ...]]
@@ -85,7 +87,7 @@ class Augment(Transform):
         if obs.dim() < 3:
             raise ValueError(f"{key!r} must be [..., S*C, H, W] observations, got shape "
                              f"{list(obs.shape)}")
-        if obs.device != self.engine.device:
+        if not same_device(obs.device, self.engine.device):
             raise ValueError(f"{key!r} is on {obs.device} but the engine augments on "
                              f"{self.engine.device}; build the engine with device: "
                              f"{obs.device} or move the tensordict")

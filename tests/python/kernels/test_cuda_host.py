@@ -158,6 +158,7 @@ def test_prioritized_sampling_on_a_side_stream_matches_the_cpu(device):
     cpu, dev = _buffer("cpu"), _buffer(device)
     torch.cuda.set_device(0)
     side = torch.cuda.Stream(device=torch.device(device))
+    side.wait_stream(torch.cuda.current_stream(torch.device(device)))  # the tree's writes so far
     for round_ in range(4):
         a = cpu.sample(64)
         with torch.cuda.stream(side):

@@ -1241,6 +1241,13 @@ def test_sampling_an_empty_buffer_names_both_numbers():
 # -------------------------------------------------------------------- CUDA
 
 @needs_cuda
+@needs_engine
+def test_cuda_engine_without_index_reports_the_device_it_resolved():
+    with obsaug.Engine(engine_config(device="cuda")) as engine:
+        assert engine.device == torch.device("cuda", torch.cuda.current_device())
+
+
+@needs_cuda
 def test_cuda_buffer_without_index_keeps_the_device_current_at_construction():
     rb = make_rb(device="cuda", capacity=16, prioritized=True)
     here = torch.device("cuda", torch.cuda.current_device())
