@@ -18,7 +18,7 @@
 // block per stacked frame (grid-stride), each thread evaluating pixels with
 // eval_frame_pixel from kernels/frame_eval.h; the frames a barrier needs are
 // staged in the block's slots of a scratch buffer in global memory (a frame
-// per slot, at most kFrameScratchBudget in all: see frame_launch),
+// per slot, kFrameScratchBudget in all or one block: see frame_launch),
 // allocated by the caller through PyTorch's allocator.
 #pragma once
 
@@ -381,19 +381,20 @@ __global__ void __launch_bounds__(kThreads)
 
 // Scratch of the per-frame kernel: `slots` staged frames per block, each
 // C planes of the largest stage (kernels/augment_cpu.h largest_stage_plane),
-// rounded up to whole 16-byte vectors so that every slot of every block
-// starts on a 16-byte boundary of the (aligned) scratch: stage_plane stores
-// 16-byte vectors there.
+// rounded up to a multiple of 16 elements (of 16 bytes or more) so that every
+// slot of every block starts on a 16-byte boundary of the (aligned) scratch:
+// stage_plane stores 16-byte vectors there.
 struct FrameLaunch {
   unsigned blocks;
   int slots;           // segment i's output is slot i % 2; in place with one segment, slot 0
-  int64_t slot_elems;  // elements of one slot, a multiple of kVectorBytes
+  int64_t slot_elems;  // elements of one slot, a multiple of 16
   int64_t scratch_elems() const { return static_cast<int64_t>(blocks) * slots * slot_elems; }
 };
 
 // The scratch of one launch stays under this many bytes (fewer blocks, each
-// striding over more frames), however large the frames: at 3 x 1024 x 1024
-// float32 eight blocks per SM would otherwise ask for gigabytes.
+// striding over more frames) unless one block's slots alone exceed it (then
+// one block): at 3 x 1024 x 1024 float32 eight blocks per SM would otherwise
+// ask for gigabytes.
 constexpr int64_t kFrameScratchBudget = int64_t{256} << 20;
 
 inline FrameLaunch frame_launch(const PipelineDesc& p, int64_t units, bool in_place, int sm_count,

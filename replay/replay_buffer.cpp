@@ -100,6 +100,9 @@ ReplayOptions checked(ReplayOptions o) {
   // "cuda" is the device current now, for good: every later launch and
   // allocation is guarded to it, whatever is current then.
   if (o.device.is_cuda() && !o.device.has_index()) {
+    if (c10::cuda::device_count() == 0) {
+      bad("__init__", "device is cuda but this process sees no CUDA device; use device='cpu'");
+    }
     o.device = c10::Device(c10::kCUDA, c10::cuda::current_device());
   }
 #endif

@@ -321,8 +321,8 @@ fi
 HAVE_PYTEST=0
 "$PY" -c "import pytest" >/dev/null 2>&1 && HAVE_PYTEST=1
 # --rootdir: tests/python/conftest.py is loaded (and importable) however few
-# files are named (pytest 7.4-8.0 stop the conftest search at the rootdir
-# they infer, here tests/python/kernels).
+# files are named (pytest >= 7.4 stops the conftest search at the rootdir it
+# infers, here tests/python/kernels, when no ini file names one).
 PYTEST=("$PY" -m pytest -q -ra -p no:cacheprovider --rootdir "$ROOT")
 BITEXACT_LOG="$OUT/bitexact.log"
 : >"$BITEXACT_LOG"

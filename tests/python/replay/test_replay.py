@@ -1240,6 +1240,14 @@ def test_sampling_an_empty_buffer_names_both_numbers():
 
 # -------------------------------------------------------------------- CUDA
 
+@pytest.mark.skipif(torch.cuda.is_available() or not obsaug.built_with_cuda,
+                    reason="a CUDA build on a machine without a GPU")
+def test_buffer_on_cuda_without_a_gpu_is_refused_by_name():
+    for device in ("cuda", "cuda:0"):
+        with pytest.raises(ValueError, match="cuda"):
+            make_rb(device=device)
+
+
 @needs_cuda
 @needs_engine
 def test_cuda_engine_without_index_reports_the_device_it_resolved():
