@@ -14,8 +14,6 @@
 // pool never changes after construction and augment takes no lock.
 #include "engine/engine.h"
 
-#include <ATen/Context.h>
-#include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
@@ -28,20 +26,12 @@
 
 #include "engine/pool/distractor_pool.h"
 #include "kernels/augment.h"
+#include "kernels/current_device.h"
 #include "kernels/output_tensor.h"
 #include "kernels/tensor_text.h"
 
 namespace obsaug {
 namespace {
-
-c10::Device resolve_device(const std::string& name) {
-  c10::Device device(name);
-  // "cuda" means the current CUDA device, as for the pool.
-  if (device.is_cuda() && !device.has_index() && at::hasCUDA()) {
-    device = c10::Device(c10::kCUDA, at::detail::getCUDAHooks().current_device());
-  }
-  return device;
-}
 
 DistributedRank checked(DistributedRank r) {
   if (r.world_size < 1) {
@@ -141,7 +131,7 @@ struct Engine::Impl {
       : config(std::move(c)),
         distributed(checked(r)),
         seed(config.seed + static_cast<uint64_t>(distributed.rank)),
-        device(resolve_device(config.device)) {
+        device(with_current_index(c10::Device(config.device))) {
     if (config.output.dtype == OutputDtype::kFloat32) {
       float_output.dtype = at::kFloat;
       float_output.scale = config.output.scale;

@@ -17,6 +17,7 @@
 #include <unordered_set>
 
 #include "kernels/augment.h"
+#include "kernels/current_device.h"
 #include "kernels/huge_pages.h"
 #include "kernels/philox.h"
 #include "kernels/plane_copy.h"
@@ -26,7 +27,6 @@
 #include "replay/proportional_tree.h"
 
 #ifdef OBSAUG_WITH_CUDA
-#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -96,16 +96,10 @@ ReplayOptions checked(ReplayOptions o) {
   if (!(o.device.is_cpu() || o.device.is_cuda())) {
     bad("__init__", "device must be cpu or cuda, got " + o.device.str());
   }
-#ifdef OBSAUG_WITH_CUDA
-  // "cuda" is the device current now, for good: every later launch and
-  // allocation is guarded to it, whatever is current then.
-  if (o.device.is_cuda() && !o.device.has_index()) {
-    if (c10::cuda::device_count() == 0) {
-      bad("__init__", "device is cuda but this process sees no CUDA device; use device='cpu'");
-    }
-    o.device = c10::Device(c10::kCUDA, c10::cuda::current_device());
+  if (o.device.is_cuda() && !o.device.has_index() && !at::hasCUDA()) {
+    bad("__init__", "device is cuda but this process sees no CUDA device; use device='cpu'");
   }
-#endif
+  o.device = with_current_index(o.device);
   return o;
 }
 

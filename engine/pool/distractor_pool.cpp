@@ -30,6 +30,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "kernels/current_device.h"
+
 #ifdef OBSAUG_WITH_CUDA
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -153,11 +155,7 @@ struct DistractorPool::Impl {
 
 DistractorPool::Impl::Impl(DistractorPoolOptions opts) : opts_(std::move(opts)) {
   validate();
-#ifdef OBSAUG_WITH_CUDA
-  if (opts_.device.is_cuda() && !opts_.device.has_index()) {  // "cuda": the current device
-    opts_.device = c10::Device(c10::kCUDA, c10::cuda::current_device());
-  }
-#endif
+  opts_.device = with_current_index(opts_.device);
   ListingReport report;
   refs_ = shard_refs(list_sources(opts_.sources, &report), opts_.rank, opts_.world_size);
   if (refs_.size() > UINT32_MAX) {
