@@ -54,9 +54,13 @@ uint64_t Checksum::value() const {
   return (h ^ length_) * kPrime;
 }
 
-CheckpointWriter::CheckpointWriter(std::string path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw std::runtime_error("cannot create " + path_ + ": " + errno_text());
+CheckpointWriter::CheckpointWriter(const std::string& target) : path_(target + ".tmp.XXXXXX") {
+  fd_ = ::mkostemp(path_.data(), O_CLOEXEC);
+  if (fd_ < 0) {
+    throw std::runtime_error("cannot create a temporary file beside " + target + ": " +
+                             errno_text());
+  }
+  ::fchmod(fd_, 0644);  // mkstemp's 0600 would hide the checkpoint from the user's group
   buffer_.reserve(kBufferBytes);
 }
 

@@ -29,8 +29,10 @@ class Checksum {
 
 class CheckpointWriter {
  public:
-  explicit CheckpointWriter(std::string path);  // creates or truncates
-  ~CheckpointWriter();                          // unfinished: closes and removes the file
+  // Creates a new file of its own beside `target`: target.tmp.XXXXXX
+  // (mkstemp), so writers of the same target never share one.
+  explicit CheckpointWriter(const std::string& target);
+  ~CheckpointWriter();  // unfinished: closes and removes the file
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
@@ -44,6 +46,7 @@ class CheckpointWriter {
   // CheckpointReader::check_so_far before the reader allocates by its sizes).
   void checksum_so_far();
   void finish();  // checksum, flush, fsync, close
+  const std::string& path() const { return path_; }
 
  private:
   void flush();
@@ -89,9 +92,11 @@ class CheckpointReader {
   Checksum checksum_;
 };
 
-// Writes `dir`/`name` atomically: `write(writer)` fills `name`.tmp, which is
-// then fsynced and renamed over `name` (and the directory fsynced). On any
-// error the temporary is removed and the previous file stays as it was.
+// Writes `dir`/`name` atomically: `write(writer)` fills a temporary of its
+// own (`name`.tmp.XXXXXX), which is then fsynced and renamed over `name` (and
+// the directory fsynced). On any error the temporary is removed and the
+// previous file stays as it was; of writers racing on one target, each
+// publishes a whole file and the last rename wins.
 template <typename Write>
 void write_atomically(const std::string& dir, const std::string& name, Write&& write);
 void make_directory(const std::string& dir);  // mkdir -p
@@ -101,9 +106,10 @@ template <typename Write>
 void write_atomically(const std::string& dir, const std::string& name, Write&& write) {
   make_directory(dir);
   const std::string target = dir + "/" + name;
-  const std::string temporary = target + ".tmp";
+  std::string temporary;
   {
-    CheckpointWriter writer(temporary);
+    CheckpointWriter writer(target);
+    temporary = writer.path();
     write(writer);
     writer.finish();
   }

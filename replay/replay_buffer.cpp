@@ -13,6 +13,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <sstream>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -96,8 +98,9 @@ ReplayOptions checked(ReplayOptions o) {
   if (!(o.device.is_cpu() || o.device.is_cuda())) {
     bad("__init__", "device must be cpu or cuda, got " + o.device.str());
   }
-  if (o.device.is_cuda() && !o.device.has_index() && !at::hasCUDA()) {
-    bad("__init__", "device is cuda but this process sees no CUDA device; use device='cpu'");
+  if (o.device.is_cuda() && !at::hasCUDA()) {
+    bad("__init__",
+        "device is " + o.device.str() + " but this process sees no CUDA device; use device='cpu'");
   }
   o.device = with_current_index(o.device);
   return o;
@@ -106,6 +109,7 @@ ReplayOptions checked(ReplayOptions o) {
 }  // namespace
 
 struct ReplayBuffer::Impl {
+  std::mutex mutex;  // held by every public call but options() and storage()
   ReplayOptions o;
   EpisodeRing ring;
   at::Tensor frames;   // [capacity, C, H, W] uint8 on o.device
@@ -201,6 +205,12 @@ struct ReplayBuffer::Impl {
   }
 
   int64_t frame_bytes() const { return o.frame_shape[0] * o.frame_shape[1] * o.frame_shape[2]; }
+
+  // The largest weight q = p^alpha a slot may hold: every leaf at it still
+  // sums to a finite total.
+  double largest_weight() const {
+    return std::numeric_limits<double>::max() / static_cast<double>(leaves);
+  }
 
   // --- adding --------------------------------------------------------------
 
@@ -306,8 +316,11 @@ struct ReplayBuffer::Impl {
   // a push touched.
   void commit(const at::Tensor& f, const std::vector<int64_t>& slots,
               std::vector<int64_t>* touched) {
-    if (frames.device().is_cpu() && f.device().is_cpu()) {
-      const at::Tensor src = f.contiguous();
+    // Frames that are a view of the storage itself are copied first: the
+    // rows below would otherwise read slots already overwritten.
+    const at::Tensor own = f.is_alias_of(frames) ? f.clone() : f;
+    if (frames.device().is_cpu() && own.device().is_cpu()) {
+      const at::Tensor src = own.contiguous();
       const int64_t bytes = frame_bytes();
       uint8_t* dst = frames.data_ptr<uint8_t>();
       for (size_t i = 0; i < slots.size(); ++i) {
@@ -320,7 +333,7 @@ struct ReplayBuffer::Impl {
           at::from_blob(const_cast<int64_t*>(slots.data()), {static_cast<int64_t>(slots.size())},
                         at::TensorOptions().dtype(at::kLong))
               .to(o.device);
-      frames.index_copy_(0, slot_index, f.to(o.device));
+      frames.index_copy_(0, slot_index, own.to(o.device));
     }
     if (o.prioritized) refresh_weights(*touched);
   }
@@ -580,6 +593,7 @@ ReplayBuffer::ReplayBuffer(ReplayBuffer&&) noexcept = default;
 ReplayBuffer& ReplayBuffer::operator=(ReplayBuffer&&) noexcept = default;
 
 void ReplayBuffer::add_first(const at::Tensor& frames, const std::vector<int64_t>& envs) {
+  const std::lock_guard<std::mutex> hold(impl_->mutex);
   Impl& d = *impl_;
   int64_t n = 0;
   const at::Tensor f = d.checked_frames(frames, "add_first", &n);
@@ -598,6 +612,7 @@ void ReplayBuffer::add_first(const at::Tensor& frames, const std::vector<int64_t
 void ReplayBuffer::add(const at::Tensor& action, const at::Tensor& reward, const at::Tensor& frames,
                        const at::Tensor& terminated, const at::Tensor& truncated,
                        const std::vector<int64_t>& envs) {
+  const std::lock_guard<std::mutex> hold(impl_->mutex);
   Impl& d = *impl_;
   int64_t n = 0;
   const at::Tensor f = d.checked_frames(frames, "add", &n);
@@ -612,6 +627,7 @@ void ReplayBuffer::add(const at::Tensor& action, const at::Tensor& reward, const
 
 void ReplayBuffer::add(const at::Tensor& action, double reward, const at::Tensor& frame,
                        bool terminated, bool truncated, int64_t env) {
+  const std::lock_guard<std::mutex> hold(impl_->mutex);
   Impl& d = *impl_;
   int64_t n = 0;
   if (frame.defined() && frame.dim() != 3) {
@@ -626,6 +642,7 @@ void ReplayBuffer::add(const at::Tensor& action, double reward, const at::Tensor
 
 ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
                                  bool share_augmentation, std::optional<double> beta) {
+  const std::lock_guard<std::mutex> hold(impl_->mutex);
   Impl& d = *impl_;
   const int64_t valid = d.ring.num_valid();
   if (batch < 1) bad("sample", "batch size must be >= 1, got " + std::to_string(batch));
@@ -674,6 +691,7 @@ ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
 }
 
 void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor& priorities) {
+  const std::lock_guard<std::mutex> hold(impl_->mutex);
   Impl& d = *impl_;
   if (!d.o.prioritized) bad("update_priorities", "the buffer was built with prioritized=False");
   if (!indices.defined() || !priorities.defined()) {
@@ -702,6 +720,7 @@ void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor
   // below: refresh_weights reads it, then the tree update writes it.
   const bool leaves_on_host = d.o.device.is_cpu();
   const tree::TreeView view = d.tree_view();
+  std::vector<double> q(static_cast<size_t>(k));  // p^alpha
   for (int64_t i = 0; i < k; ++i) {
     if (ip[i] < 0 || ip[i] >= d.ring.size()) {
       throw std::out_of_range("ReplayBuffer.update_priorities: index " + std::to_string(ip[i]) +
@@ -713,10 +732,19 @@ void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor
     }
     __builtin_prefetch(d.priority.data() + ip[i], 1);  // the write below then hits
     if (leaves_on_host) __builtin_prefetch(&tree::sum_at(view, d.leaves + ip[i]), 1);
+    q[static_cast<size_t>(i)] = std::pow(pp[i], d.o.alpha);
+    if (!(q[static_cast<size_t>(i)] <= d.largest_weight())) {
+      std::ostringstream what;
+      what << "priority " << pp[i] << " at position " << i
+           << " gives p^alpha = " << q[static_cast<size_t>(i)] << " (alpha " << d.o.alpha
+           << "), above " << d.largest_weight() << ", the most that keeps the sum over " << d.leaves
+           << " slots finite";
+      bad("update_priorities", what.str());
+    }
   }
   std::vector<int64_t> touched(ip, ip + k);
   for (int64_t i = 0; i < k; ++i) {
-    d.priority[static_cast<size_t>(ip[i])] = std::pow(pp[i], d.o.alpha);
+    d.priority[static_cast<size_t>(ip[i])] = q[static_cast<size_t>(i)];
     d.max_priority = std::max(d.max_priority, pp[i]);
   }
   d.refresh_weights(std::move(touched), /*validity_unchanged=*/true);
@@ -725,6 +753,7 @@ void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor
 // --- checkpoints ---------------------------------------------------------------
 
 void ReplayBuffer::save(const std::string& dir) const {
+  const std::lock_guard<std::mutex> hold(impl_->mutex);
   const Impl& d = *impl_;
   checkpoint::Header h;
   h.options = d.o;
@@ -793,6 +822,7 @@ void shard_draws(uint64_t seed, uint64_t call, int64_t first_id, int64_t batch,
 
 std::vector<int64_t> ReplayBuffer::uniform_slots_for(uint64_t call,
                                                      const std::vector<int64_t>& draw_ids) const {
+  const std::lock_guard<std::mutex> hold(impl_->mutex);
   if (impl_->ring.num_valid() == 0) bad("uniform_slots_for", "no valid transition stored");
   for (int64_t id : draw_ids) {
     if (id < 0 || id >= kMaxBatch) {
@@ -803,6 +833,7 @@ std::vector<int64_t> ReplayBuffer::uniform_slots_for(uint64_t call,
 }
 
 std::vector<int64_t> ReplayBuffer::priority_slots_for(const std::vector<double>& fractions) {
+  const std::lock_guard<std::mutex> hold(impl_->mutex);
   if (!impl_->o.prioritized)
     bad("priority_slots_for", "the buffer was built with prioritized=False");
   for (double f : fractions) {
@@ -816,6 +847,7 @@ std::vector<int64_t> ReplayBuffer::priority_slots_for(const std::vector<double>&
 }
 
 PrioritySummary ReplayBuffer::priority_summary() const {
+  const std::lock_guard<std::mutex> hold(impl_->mutex);
   const Impl& d = *impl_;
   PrioritySummary out;
   if (!d.o.prioritized) {
@@ -830,6 +862,7 @@ PrioritySummary ReplayBuffer::priority_summary() const {
 }
 
 TransitionRows ReplayBuffer::rows_at(const std::vector<int64_t>& slots) const {
+  const std::lock_guard<std::mutex> hold(impl_->mutex);
   for (int64_t s : slots) {
     if (s < 0 || s >= impl_->ring.size() || !impl_->ring.valid(s)) {
       throw std::out_of_range("ReplayBuffer.rows_at: slot " + std::to_string(s) +
@@ -839,13 +872,30 @@ TransitionRows ReplayBuffer::rows_at(const std::vector<int64_t>& slots) const {
   return impl_->rows_at(slots);
 }
 
-void ReplayBuffer::count_sample_call() { ++impl_->calls; }
+void ReplayBuffer::count_sample_call() {
+  const std::lock_guard<std::mutex> hold(impl_->mutex);
+  ++impl_->calls;
+}
 
+// The options and the storage tensor are fixed at construction: no lock.
 const ReplayOptions& ReplayBuffer::options() const { return impl_->o; }
-int64_t ReplayBuffer::size() const { return impl_->ring.size(); }
-int64_t ReplayBuffer::num_valid() const { return impl_->ring.num_valid(); }
-int64_t ReplayBuffer::total_frames() const { return impl_->ring.total(); }
-uint64_t ReplayBuffer::sample_calls() const { return impl_->calls; }
 const at::Tensor& ReplayBuffer::storage() const { return impl_->frames; }
+
+int64_t ReplayBuffer::size() const {
+  const std::lock_guard<std::mutex> hold(impl_->mutex);
+  return impl_->ring.size();
+}
+int64_t ReplayBuffer::num_valid() const {
+  const std::lock_guard<std::mutex> hold(impl_->mutex);
+  return impl_->ring.num_valid();
+}
+int64_t ReplayBuffer::total_frames() const {
+  const std::lock_guard<std::mutex> hold(impl_->mutex);
+  return impl_->ring.total();
+}
+uint64_t ReplayBuffer::sample_calls() const {
+  const std::lock_guard<std::mutex> hold(impl_->mutex);
+  return impl_->calls;
+}
 
 }  // namespace obsaug

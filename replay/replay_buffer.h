@@ -5,8 +5,10 @@
 //
 // Storage: frames in one uint8 tensor [capacity, C, H, W] on the buffer's
 // device; actions, rewards, episode links and priorities on the host (a few
-// dozen bytes per frame). Not thread-safe: one thread adds and samples (as
-// an RL loop does); guard it externally to share it.
+// dozen bytes per frame). Thread-safe: every call but options() and
+// storage() holds the buffer's lock, so calls from several threads (an actor
+// adding while a learner samples) run one at a time; what sample() returns
+// is the caller's.
 #pragma once
 
 #include <ATen/core/Tensor.h>

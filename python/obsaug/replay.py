@@ -15,9 +15,12 @@ is written, so a rejected call leaves the buffer as it was.
 """
 from __future__ import annotations
 
+import errno
+import operator
 import os
 from typing import Any, Dict, Optional, Sequence, Union
 
+import numpy as np
 import torch
 
 from . import _C
@@ -28,12 +31,21 @@ _Envs = Union[None, int, Sequence[int], torch.Tensor]
 
 
 def _tensor(name: str, value: Any) -> torch.Tensor:
+    """``value`` as a tensor: tensors as they are, numpy arrays without a copy
+    (a copy when their strides are negative, as a flipped render's are),
+    Python numbers and lists at full precision (floats as float64)."""
     if value is None:
         raise TypeError(f"{name} must be given, got None")
+    if isinstance(value, np.ndarray) and any(s < 0 for s in value.strides):
+        value = np.ascontiguousarray(value)
     try:
-        return torch.as_tensor(value)
+        t = torch.as_tensor(value)
+        if t.is_floating_point() and not isinstance(value, (torch.Tensor, np.ndarray, np.generic)):
+            t = torch.as_tensor(value, dtype=torch.float64)  # not torch's float32 default
+        return t
     except (TypeError, ValueError, RuntimeError) as e:
-        raise TypeError(f"{name} must be a tensor, array or number, got {type(value).__name__}") from e
+        raise TypeError(f"{name} must be a tensor, array or number, got "
+                        f"{type(value).__name__} ({e})") from e
 
 
 def _flag(name: str, value: Any) -> torch.Tensor:
@@ -67,6 +79,23 @@ def _int64(name: str, value: Any) -> int:
     return v
 
 
+def _whole(name: str, value: Any, low: int, high: int) -> int:
+    """An integer option in [low, high): ints and numpy integers, not floats
+    or bools (TypeError), nothing out of range (ValueError), named."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got bool")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}") from None
+    if not low <= v < high:
+        raise ValueError(f"{name} must lie in [{low}, {high}), got {v}")
+    return v
+
+
+_INT32 = 1 << 31
+
+
 class ReplayBuffer:
     """Frame-deduplicated replay with stacking, n-step returns, uniform or
     proportional prioritized sampling and fused gather + augmentation."""
@@ -82,11 +111,13 @@ class ReplayBuffer:
         if not isinstance(action_dtype, torch.dtype):
             raise TypeError(f"action_dtype must be a torch.dtype, got {action_dtype!r}")
         self._native = _C.ReplayBuffer(
-            str(torch.device(device)), capacity=_int64("capacity", capacity),
-            frame_shape=[int(s) for s in frame_shape], frame_stack=int(frame_stack),
-            action_shape=[int(s) for s in action_shape], action_dtype=action_dtype,
-            n_step=int(n_step), gamma=float(gamma), prioritized=bool(prioritized),
-            alpha=float(alpha), beta=float(beta), seed=int(seed))
+            str(torch.device(device)), capacity=_whole("capacity", capacity, 0, 1 << 63),
+            frame_shape=[_whole("frame_shape", s, 0, 1 << 63) for s in frame_shape],
+            frame_stack=_whole("frame_stack", frame_stack, 0, _INT32),
+            action_shape=[_whole("action_shape", s, 0, 1 << 63) for s in action_shape],
+            action_dtype=action_dtype, n_step=_whole("n_step", n_step, 0, _INT32),
+            gamma=float(gamma), prioritized=bool(prioritized), alpha=float(alpha),
+            beta=float(beta), seed=_whole("seed", seed, 0, 1 << 64))
 
     # --- adding ---------------------------------------------------------------
 
@@ -146,7 +177,12 @@ class ReplayBuffer:
     @classmethod
     def load(cls, path: Union[str, "os.PathLike[str]"],
              device: Optional[Union[str, torch.device]] = None) -> "ReplayBuffer":
-        """A buffer from ``save(path)``, on ``device`` (default cpu)."""
+        """A buffer from ``save(path)``, on ``device`` (default cpu). FileNotFoundError
+        when ``path`` holds no checkpoint; ValueError when it holds a corrupt one."""
+        file = os.path.join(os.fspath(path), "replay.obsaug")
+        if not os.path.isfile(file):
+            raise FileNotFoundError(errno.ENOENT, "no replay checkpoint (replay.obsaug) in "
+                                    f"{os.fspath(path)!r}; ReplayBuffer.save(path) writes one", file)
         native = _C.ReplayBuffer.load(os.fspath(path),
                                       None if device is None else str(torch.device(device)))
         return cls(0, (), _native=native)

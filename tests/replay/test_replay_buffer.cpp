@@ -11,10 +11,12 @@
 #include <ATen/ops/stack.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -23,6 +25,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "replay/replay_buffer.h"
 #include "tests/test_util.h"
@@ -89,6 +92,20 @@ void expect_same_batch(const ReplayBatch& a, const ReplayBatch& b) {
 
 std::string temp_dir(const std::string& name) {
   return ::testing::TempDir() + "obsaug_replay_" + name + "_" + std::to_string(::getpid());
+}
+
+// The names in `dir` but . and .., sorted.
+std::vector<std::string> entries_of(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    }
+    ::closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 TEST(ReplayBuffer, RejectedAddLeavesTheBufferUnchanged) {
@@ -258,11 +275,38 @@ TEST(ReplayBuffer, FailedSaveKeepsThePreviousCheckpoint) {
   ::setrlimit(RLIMIT_FSIZE, &old_limit);
   std::signal(SIGXFSZ, old_handler);
   EXPECT_NE(error.find("cannot write"), std::string::npos) << error;
-  EXPECT_NE(::access((dir + "/replay.obsaug.tmp").c_str(), F_OK), 0) << "temporary left behind";
+  EXPECT_EQ(entries_of(dir), std::vector<std::string>{"replay.obsaug"}) << "temporary left behind";
   const ReplayBuffer previous = ReplayBuffer::load(dir);
   EXPECT_EQ(previous.total_frames(), 30);
   std::remove((dir + "/replay.obsaug").c_str());
   ::rmdir(dir.c_str());
+}
+
+// One thread adds while another samples and updates priorities: every call
+// holds the buffer's lock, so none fails and (under TSan) none races.
+TEST(ReplayBuffer, AddsInOneThreadWhileAnotherSamplesAndUpdates) {
+  ReplayBuffer rb(small_options(/*prioritized=*/true));
+  fill(rb, 40);
+  std::atomic<int> failures{0};
+  std::thread actor([&] {
+    try {
+      fill(rb, 1500);
+    } catch (const std::exception&) {
+      ++failures;
+    }
+  });
+  for (int k = 0; k < 300; ++k) {
+    try {
+      const ReplayBatch b = rb.sample(8);
+      rb.update_priorities(b.indices, at::full({8}, 0.5 + k % 5, at::kDouble));
+      EXPECT_GE(rb.num_valid(), 1);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "call " << k << ": " << e.what();
+    }
+  }
+  actor.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(rb.total_frames(), 1540);
 }
 
 #ifdef OBSAUG_WITH_ENGINE

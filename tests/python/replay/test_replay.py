@@ -848,7 +848,7 @@ def test_checkpoint_round_trip_continues_sampling(tmp_path, prioritized):
     twin, _, _ = build_stocked(prioritized)
     rb.save(str(tmp_path / "ckpt"))
     assert (tmp_path / "ckpt" / "replay.obsaug").is_file()
-    assert not (tmp_path / "ckpt" / "replay.obsaug.tmp").exists()
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["replay.obsaug"]
     loaded = obsaug.ReplayBuffer.load(str(tmp_path / "ckpt"), device="cpu")
     assert counters(loaded) == counters(twin)
     assert loaded.capacity == twin.capacity and loaded.frame_stack == twin.frame_stack
@@ -913,8 +913,10 @@ def test_load_rejects_damaged_checkpoints(tmp_path, how, message):
     assert counters(obsaug.ReplayBuffer.load(str(tmp_path / "ckpt"), device="cpu")) == counters(rb)
 
 
-def test_load_missing_checkpoint(tmp_path):
-    with pytest.raises(ValueError, match=r"cannot open .*nowhere/replay\.obsaug: No such file"):
+def test_load_missing_checkpoint_is_file_not_found(tmp_path):
+    """As open() would: `except FileNotFoundError` starts a run afresh."""
+    with pytest.raises(FileNotFoundError, match=r"no replay checkpoint \(replay\.obsaug\) in "
+                                                r"'.*nowhere'; ReplayBuffer\.save\(path\) writes one"):
         obsaug.ReplayBuffer.load(str(tmp_path / "nowhere"), device="cpu")
 
 
@@ -1169,9 +1171,86 @@ def test_actions_convert_from_numbers_and_numpy():
     discrete.add(3, 0.5, tagged(1))
     discrete.add(np.int64(4), 0.5, tagged(2))
     assert sorted(discrete.sample(2)["action"].tolist()) in ([3, 3], [3, 4], [4, 4])
-    with pytest.raises(TypeError, match=r"action must be int64 \(or another integer dtype\), got float32"):
+    with pytest.raises(TypeError, match=r"action must be int64 \(or another integer dtype\), got float64"):
         discrete.add(2.5, 0.5, tagged(3))                        # not without loss
+    with pytest.raises(ValueError, match=r"action values do not fit action_dtype uint8"):
+        byte = make_rb(capacity=8, frame_stack=1, action_shape=(), action_dtype=torch.uint8)
+        byte.add_first(tagged(0))
+        byte.add(300, 0.5, tagged(1))
     assert discrete.total_frames == 3
+
+
+def test_python_floats_keep_float64_precision():
+    """Python floats are float64 values: a float64 buffer stores 0.1 and 1/3 exactly
+    (torch.as_tensor alone would round them through float32)."""
+    rb = make_rb(capacity=8, frame_stack=1, action_dtype=torch.float64)
+    rb.add_first(tagged(0))
+    rb.add([0.1, 1 / 3], 1.0, tagged(1))
+    assert rb.sample(1)["action"].tolist() == [[0.1, 1 / 3]]
+    scalar = make_rb(capacity=8, frame_stack=1, action_shape=(), action_dtype=torch.float64)
+    scalar.add_first(tagged(0))
+    scalar.add(0.1, 1.0, tagged(1))
+    assert scalar.sample(1)["action"].tolist() == [0.1]
+
+
+def test_numpy_frames_and_actions_with_negative_strides_are_copied():
+    """A flipped render (img[::-1]) has negative strides, which torch cannot view."""
+    rb = make_rb(capacity=8, frame_stack=1)
+    frame = tagged(7).numpy()[:, ::-1]
+    action = np.array([2.0, 1.0])[::-1]
+    rb.add_first(tagged(0))
+    rb.add(action, 1.0, frame)
+    assert torch.equal(rb.storage[1], torch.from_numpy(frame.copy()))
+    assert rb.sample(1)["action"].tolist() == [[1.0, 2.0]]
+
+
+def test_frames_viewing_the_buffers_own_storage_are_copied_whole():
+    """Re-adding stored frames (a view of rb.storage) writes what they held before the add."""
+    rb = make_rb(capacity=3, frame_shape=(1, 1, 1), frame_stack=1, action_shape=())
+    rb.add_first(torch.tensor([[[[40]]], [[[50]]], [[[30]]]], dtype=torch.uint8), env=[0, 1, 2])
+    rb.add_first(torch.tensor([[[60]]], dtype=torch.uint8), env=3)
+    assert rb.storage.flatten().tolist() == [60, 50, 30]
+    source = rb.storage[0:2]             # [60, 50] into slots 1, 2: slot 1 is overwritten
+    rb.add_first(source, env=[4, 5])     # by row 0 before row 1 is read from it
+    assert rb.storage.flatten().tolist() == [60, 60, 50]
+
+
+def test_a_priority_whose_power_overflows_is_refused_and_changes_nothing():
+    """p finite but p^alpha past what a sum over the slots can hold: refused by name."""
+    rbs = [make_rb(capacity=16, prioritized=True, alpha=2.0) for _ in range(2)]
+    for rb in rbs:
+        rb.add_first(tagged(0))
+        for t in range(1, 10):
+            rb.add(torch.tensor([t, -t], dtype=torch.float32), f32(t / 4), tagged(t))
+    rb, twin = rbs
+    with pytest.raises(ValueError, match=r"priority 1e\+200 at position 1 gives p\^alpha = inf "
+                                         r"\(alpha 2\).*sum over 16 slots finite"):
+        rb.update_priorities(torch.tensor([3, 4]), torch.tensor([2.0, 1e200], dtype=torch.float64))
+    assert counters(rb) == counters(twin)
+    for k in range(3):
+        assert_same(rb.sample(rb.num_valid), twin.sample(twin.num_valid), f"call {k}")
+    rb.update_priorities(torch.tensor([3]), torch.tensor([1e150], dtype=torch.float64))  # 1e300
+
+
+@pytest.mark.parametrize("name, value, exc, message", [
+    ("capacity", 100.7, TypeError, r"capacity must be an int, got float 100\.7"),
+    ("frame_stack", 2.9, TypeError, r"frame_stack must be an int, got float 2\.9"),
+    ("frame_stack", 2**31, ValueError, r"frame_stack must lie in \[0, 2147483648\), got 2147483648"),
+    ("n_step", 2**32 + 1, ValueError, r"n_step must lie in \[0, 2147483648\)"),
+    ("seed", -1, ValueError, r"seed must lie in \[0, 18446744073709551616\), got -1"),
+    ("seed", 2**64, ValueError, r"seed must lie in \[0, 18446744073709551616\)"),
+    ("frame_shape", (1, 2, 2**63), ValueError,
+     r"frame_shape must lie in \[0, 9223372036854775808\), got 9223372036854775808"),
+    ("capacity", True, TypeError, r"capacity must be an int, got bool"),
+])
+def test_constructor_options_out_of_type_or_range_are_named(name, value, exc, message):
+    with pytest.raises(exc, match=message):
+        make_rb(**{name: value})
+
+
+def test_constructor_takes_numpy_integers_and_the_largest_seed():
+    rb = make_rb(capacity=np.int64(8), frame_stack=np.int32(2), seed=2**64 - 1)
+    assert rb.capacity == 8 and rb.frame_stack == 2 and rb.seed == 2**64 - 1
 
 
 def test_add_after_episode_end_needs_add_first():
@@ -1244,7 +1323,7 @@ def test_sampling_an_empty_buffer_names_both_numbers():
                     reason="a CUDA build on a machine without a GPU")
 def test_buffer_on_cuda_without_a_gpu_is_refused_by_name():
     for device in ("cuda", "cuda:0"):
-        with pytest.raises(ValueError, match="cuda"):
+        with pytest.raises(ValueError, match=f"device is {device} but this process sees no CUDA"):
             make_rb(device=device)
 
 

@@ -29,7 +29,7 @@ def rb(**over):
     ({"capacity": 0}, ValueError, ["capacity", ">= 1"]),
     ({"capacity": -1}, ValueError, ["capacity"]),
     ({"capacity": 2**62}, ValueError, ["capacity", "too large"]),
-    ({"capacity": 2**64}, ValueError, ["capacity", "must fit in int64"]),
+    ({"capacity": 2**64}, ValueError, ["capacity", "must lie in [0, 9223372036854775808)"]),
     ({"frame_shape": (0, 8, 8)}, ValueError, ["frame_shape"]),
     ({"frame_shape": (3, -8, 8)}, ValueError, ["frame_shape"]),
     ({"frame_shape": (3, 8)}, ValueError, ["frame_shape"]),
