@@ -43,7 +43,7 @@ namespace fs = std::filesystem;
 using Keys = std::vector<std::string>;
 
 constexpr int64_t kMaxFrameSide = int64_t{1} << 30;  // as resolve_pipeline
-constexpr int64_t kMaxStack = 65536;                 // s is 16 bits of the Philox counter
+constexpr int64_t kMaxStack = kMaxFrames - 1;  // s < 0x8000 in the Philox counter
 constexpr int64_t kMaxPool = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxThreads = 1024;
 
@@ -743,6 +743,7 @@ FrameGeometry frame_geometry(const Config& config) {
   g.height = config.frames.height;
   g.width = config.frames.width;
   g.frame_channels = config.frames.channels;
+  g.channels_source = "frames.channels";
   if (has_overlay(config.pipeline)) {
     g.pool_size = config.pool.size;
     g.pool_h = config.pool.image_height;

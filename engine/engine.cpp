@@ -286,7 +286,7 @@ at::Tensor Engine::augment(const at::Tensor& obs, std::optional<uint64_t> step,
   const ops::OutputOptions output =
       d.output_into(out, OutputSite::kAugment, obs, obs.size(0), obs.size(1));
   return d.call(obs.size(0), step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
-    return ops::augment(obs, pool, d.config.pipeline, d.seed, s, output);
+    return ops::augment(obs, pool, d.config.pipeline, d.seed, s, output, d.config.frames.channels);
   });
 }
 
@@ -296,7 +296,7 @@ void Engine::augment_(const at::Tensor& obs, std::optional<uint64_t> step) {
   d.check_open();
   d.check_obs(obs, "augment_");
   d.call(obs.size(0), step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
-    ops::augment_(obs, pool, d.config.pipeline, d.seed, s);
+    ops::augment_(obs, pool, d.config.pipeline, d.seed, s, d.config.frames.channels);
     return 0;
   });
 }

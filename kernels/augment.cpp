@@ -59,6 +59,7 @@ FrameGeometry geometry_of(int64_t channels, int64_t height, int64_t width,
   TORCH_CHECK_VALUE(pool->size(0) >= 1, "pool is empty (P = 0); it needs P >= 1 images, got ",
                     describe(*pool));
   g.frame_channels = c;
+  g.channels_source = "the pool's channels";
   g.pool_size = pool->size(0);
   g.pool_h = pool->size(2);
   g.pool_w = pool->size(3);
@@ -161,18 +162,31 @@ at::Tensor required_pool(const std::optional<at::Tensor>& pool) {
 }
 
 Prepared prepare(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
-                 const Pipeline& pipeline, uint64_t seed, uint64_t step) {
+                 const Pipeline& pipeline, uint64_t seed, uint64_t step, int64_t frame_channels) {
   check_obs(obs);
   Prepared prepared;
   if (has_overlay(pipeline)) {
     prepared.pool = required_pool(pool);
   }
-  const at::Tensor* pool_ptr = prepared.pool ? &*prepared.pool : nullptr;
-  FrameGeometry g = geometry_of(obs, pool_ptr);
-  // Without a pool, frames are RGB (C = 3) when S*C is a multiple of 3, else
-  // single channels (Atari): what the ops that mix channels and cutout's
-  // per-channel colour see (resolve_pipeline says when C does not suit an op).
-  if (pool_ptr == nullptr && obs.size(1) % 3 == 0) g.frame_channels = 3;
+  // C, what the ops that mix channels and cutout's per-channel colour see
+  // (resolve_pipeline says when C does not suit an op): the caller's, else
+  // the pool's (given, even to a pipeline that does not overlay), else RGB
+  // (C = 3) when S*C is a multiple of 3 and single channels (Atari) when not.
+  const bool pool_given = pool.has_value() && pool->defined();
+  FrameGeometry g = geometry_of(obs, pool_given ? &*pool : nullptr);
+  if (!prepared.pool) g.pool_size = 0;  // no draws from a pool the pipeline does not use
+  if (frame_channels > 0) {
+    TORCH_CHECK_VALUE(obs.size(1) % frame_channels == 0, "obs channels (", obs.size(1),
+                      ") must be a multiple of the frame channels C = ", frame_channels,
+                      " (obs is [B, S*C, H, W] with S stacked frames of C channels)");
+    TORCH_CHECK_VALUE(!pool_given || g.frame_channels == frame_channels,
+                      "the pool has C = ", g.frame_channels,
+                      " channels per image but the frames have C = ", frame_channels);
+    g.frame_channels = frame_channels;
+    g.channels_source = "the frames' channels";
+  } else if (!pool_given && obs.size(1) % 3 == 0) {
+    g.frame_channels = 3;
+  }
   prepared.desc = resolve_pipeline(pipeline, g, seed, step);
   return prepared;
 }
@@ -273,8 +287,8 @@ std::vector<int64_t> output_shape(const at::Tensor& obs, const Pipeline& pipelin
 
 at::Tensor augment(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
                    const Pipeline& pipeline, uint64_t seed, uint64_t step,
-                   const OutputOptions& output) {
-  const Prepared prepared = prepare(obs, pool, pipeline, seed, step);
+                   const OutputOptions& output, int64_t frame_channels) {
+  const Prepared prepared = prepare(obs, pool, pipeline, seed, step, frame_channels);
   const at::ScalarType dtype = output_dtype(obs, output);
   at::Tensor out = output_tensor(
       output.out, {obs.size(0), obs.size(1), prepared.desc.out_h, prepared.desc.out_w},
@@ -286,8 +300,8 @@ at::Tensor augment(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
 }
 
 void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
-              const Pipeline& pipeline, uint64_t seed, uint64_t step) {
-  Prepared prepared = prepare(obs, pool, pipeline, seed, step);
+              const Pipeline& pipeline, uint64_t seed, uint64_t step, int64_t frame_channels) {
+  Prepared prepared = prepare(obs, pool, pipeline, seed, step, frame_channels);
   // Checked before any copy: an expand()ed obs can stand for far more memory
   // than it holds, and writing it in place has no single right answer.
   TORCH_CHECK_VALUE(at::has_internal_overlap(obs) != at::MemOverlap::Yes,
@@ -363,6 +377,7 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
   FrameGeometry g = geometry_of(channels, storage.size(2), storage.size(3), storage.device(),
                                 prepared.pool ? &*prepared.pool : nullptr);
   g.frame_channels = channels;
+  g.channels_source = "the storage's channels";
   prepared.desc = resolve_pipeline(pipeline, g, seed, step);
   const at::ScalarType dtype = output_dtype(storage, output);
   const bool scattered = out_rows.has_value() && out_rows->defined();

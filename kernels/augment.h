@@ -1,9 +1,11 @@
 // obsaug's C++ op API on at::Tensor (DESIGN.md sections 2, 3 and 7).
 //
 // Tensors: obs is [B, S*C, H, W], uint8 or float32 (0..255), CPU or CUDA,
-// any strides; pool is [P, C, Hp, Wp] uint8 on obs's device. C is the
-// pool's; without a pool, 3 when S*C is a multiple of 3, else 1 (it matters
-// to the ops that mix channels and to cutout's colour per channel). Every draw is a
+// any strides; pool is [P, C, Hp, Wp] uint8 on obs's device. C (it matters
+// to the ops that mix channels and to cutout's colour per channel) is
+// augment's frame_channels when > 0 (the Engine passes its config's), else
+// the pool's when one is given, else 3 when S*C is a multiple of 3 and 1 when
+// not. Every draw is a
 // pure function of (seed, step, sample index, op index, frame), so the same
 // call gives the same result on CPU and CUDA. On CUDA, work is enqueued on
 // the current stream with no host synchronisation.
@@ -33,11 +35,11 @@ struct OutputOptions {
 // The fused pipeline, out of place. One read of the input, one write of the output.
 at::Tensor augment(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
                    const Pipeline& pipeline, uint64_t seed, uint64_t step,
-                   const OutputOptions& output = {});
+                   const OutputOptions& output = {}, int64_t frame_channels = 0);
 
 // In place: the pipeline must keep the frame size (no shrinking crop).
 void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
-              const Pipeline& pipeline, uint64_t seed, uint64_t step);
+              const Pipeline& pipeline, uint64_t seed, uint64_t step, int64_t frame_channels = 0);
 
 // Gathers stacks from a frame storage and augments them in one pass:
 // sample b's stacked frame s is storage[indices[b, s]]. storage is

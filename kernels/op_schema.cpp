@@ -10,7 +10,7 @@ namespace {
 
 constexpr int64_t kMaxPad = int64_t{1} << 20;
 constexpr int64_t kMaxSide = int64_t{1} << 30;  // as resolve_pipeline's frames
-constexpr int64_t kMaxIndex = 0xffff;           // k is 16 bits of the Philox counter
+constexpr int64_t kMaxIndex = 0x7fff;  // k is 16 bits of the counter; 0x8000 up is the sampler's
 
 // A key of `type` named `name`; the helpers below fill in the rest.
 KeySpec key(std::string name, KeyType type, std::string doc) {

@@ -26,6 +26,9 @@
 namespace obsaug {
 
 constexpr int kMaxOps = 8;
+// Stacked frames per sample: s < 0x8000 in the counter's word 3 (DESIGN.md
+// section 3a; blocks with the top bit set are supplementary).
+constexpr int64_t kMaxFrames = 0x8000;
 constexpr uint32_t kWeightOne = 256;  // blend weights are w / 256, w in 0..256
 
 constexpr uint32_t kGateOne = 1u << 24;  // gate thresholds are in 0..2^24

@@ -308,6 +308,11 @@ PipelineDesc resolve_pipeline(const Pipeline& pipeline, const FrameGeometry& g, 
                     kMaxOps, " ops, got ", pipeline.size());
   TORCH_CHECK_VALUE(g.height >= 1 && g.width >= 1 && g.height <= (1 << 30) && g.width <= (1 << 30),
                     "obs frames must be between 1x1 and 2^30 x 2^30, got ", g.height, "x", g.width);
+  // The frame index is 15 bits of the counter (DESIGN.md section 3a).
+  TORCH_CHECK_VALUE(g.channels / g.frame_channels < kMaxFrames,
+                    "obs holds S = ", g.channels / g.frame_channels,
+                    " stacked frames of C = ", g.frame_channels, " channels; at most ",
+                    kMaxFrames - 1, " are allowed");
   const std::vector<FrameSize> sizes = frame_sizes(pipeline, {g.height, g.width});
   PipelineDesc desc{};
   desc.n_ops = static_cast<int32_t>(pipeline.size());
@@ -390,9 +395,10 @@ PipelineDesc resolve_pipeline(const Pipeline& pipeline, const FrameGeometry& g, 
     if (spec.schema().needs.mixes_channels && g.frame_channels != 3) {
       TORCH_CHECK_VALUE(
           false, where(k, spec), ": needs RGB frames (C = 3 channels per stacked frame), ",
-          g.pool_size > 0 ? "got C = " + std::to_string(g.frame_channels) + " (the pool's channels)"
-                          : "got C = 1: obs has S*C = " + std::to_string(g.channels) +
-                                " channels, not a multiple of 3");
+          g.channels_source != nullptr
+              ? "got C = " + std::to_string(g.frame_channels) + " (" + g.channels_source + ")"
+              : "got C = 1: obs has S*C = " + std::to_string(g.channels) +
+                    " channels, not a multiple of 3");
     }
   }
   plan_segments(&desc);

@@ -117,6 +117,8 @@ struct FrameGeometry {
   int64_t pool_h = 0;
   int64_t pool_w = 0;
   int64_t channels = 0;  // S*C of the observations, when known (for messages)
+  // What gave C, for messages ("the pool's channels"); nullptr: guessed from S*C.
+  const char* channels_source = nullptr;
 };
 
 // Checks every op against the frame geometry and resolves sizes and weights.

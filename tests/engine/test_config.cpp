@@ -180,7 +180,7 @@ TEST_F(ConfigText, WrongType) {
 }
 
 TEST_F(ConfigText, OutOfRange) {
-  expect("frames: {stack: 0}", "frames.stack", {"must be in 1..65536, got 0"});
+  expect("frames: {stack: 0}", "frames.stack", {"must be in 1..32767, got 0"});
   expect("frames: {channels: 2}", "frames.channels", {"must be 1 (grayscale) or 3 (RGB), got 2"});
   expect("frames: {channels: 4}", "frames.channels", {"must be 1 (grayscale) or 3 (RGB), got 4"});
   expect("frames: {width: -84}", "frames.width", {"must be in 1..1073741824, got -84"});
@@ -192,7 +192,7 @@ TEST_F(ConfigText, OutOfRange) {
   expect("pipeline: [{op: shift, padding: reflect}]", "pipeline[0].padding",
          {"must be one of replicate, zeros; got 'reflect'"});
   expect("pipeline: [{op: shift, index: 70000}]", "pipeline[0].index",
-         {"must be in 0..65535, got 70000"});
+         {"must be in 0..32767, got 70000"});
   expect("pipeline: [{op: crop, size: 0}]", "pipeline[0].size",
          {"must be in 1..1073741824 per side, got 0x0"});
   expect("pipeline: [{op: crop, size: [84, -1]}]", "pipeline[0].size",

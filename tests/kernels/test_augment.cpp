@@ -205,7 +205,7 @@ Case random_case(std::mt19937_64& rng) {
       if (rng() % 2) alpha_max = rng() % 4 == 0 ? 1.0 : alpha + (1.0 - alpha) * unit(rng);
       op = OpSpec::overlay(alpha, alpha_max, rng() % 2 == 0);
     }
-    if (rng() % 5 == 0) op.at_index(pick(0, 65535));
+    if (rng() % 5 == 0) op.at_index(pick(0, 32767));
     c.pipeline.push_back(op);
   }
   c.keeps_size = h == c.height && w == c.width;

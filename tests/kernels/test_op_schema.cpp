@@ -155,7 +155,7 @@ TEST(OpSchema, RangeAndDefaultTexts) {
   };
   const Case cases[] = {{OpKind::kShift, 0, "0..1048576", "4"},
                         {OpKind::kShift, 1, "replicate, zeros", "replicate"},
-                        {OpKind::kShift, 2, "0..65535", "none"},
+                        {OpKind::kShift, 2, "0..32767", "none"},
                         {OpKind::kCrop, 0, "1..1073741824 per side", "required"},
                         {OpKind::kCrop, 1, "true, false", "false"},
                         {OpKind::kOverlay, 0, "[0, 1]", "0.5"},

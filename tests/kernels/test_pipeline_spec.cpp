@@ -49,7 +49,7 @@ TEST(PipelineSpec, ParsesTheDocumentedForm) {
 TEST(PipelineSpec, ParsesEveryKey) {
   const Pipeline p = parse_pipeline(
       "op=shift,pad=7,padding=zeros,index=3|op=crop,size=84x80,center=true|"
-      "op=crop,size=60|op=overlay,alpha=0.25,alpha_max=0.75,per_frame=true,index=65535|"
+      "op=crop,size=60|op=overlay,alpha=0.25,alpha_max=0.75,per_frame=true,index=32767|"
       "op=overlay,alpha=0.1,alpha_max=None,per_frame=False");
   ASSERT_EQ(p.size(), 5u);
   EXPECT_EQ(p[0].kind(), OpKind::kShift);
@@ -65,7 +65,7 @@ TEST(PipelineSpec, ParsesEveryKey) {
   EXPECT_EQ(p[3].get_float("alpha"), 0.25);
   EXPECT_EQ(p[3].get_optional_float("alpha_max"), 0.75);
   EXPECT_TRUE(p[3].get_bool("per_frame"));
-  EXPECT_EQ(p[3].index(), 65535);
+  EXPECT_EQ(p[3].index(), 32767);
   EXPECT_EQ(p[4].get_float("alpha"), 0.1);
   EXPECT_FALSE(p[4].get_optional_float("alpha_max").has_value());
   EXPECT_FALSE(p[4].get_bool("per_frame"));
@@ -94,7 +94,7 @@ TEST(PipelineSpec, FormatThenParseRoundTrips) {
       OpSpec::crop(84, 80),
       OpSpec::crop(3, 3, true).at_index(0),
       OpSpec::overlay(0.5),
-      OpSpec::overlay(0.1, 0.30000000000000004, true).at_index(65535),
+      OpSpec::overlay(0.1, 0.30000000000000004, true).at_index(32767),
       OpSpec::overlay(1.0 / 3.0, 2.0 / 3.0),
       OpSpec::overlay(0.0, 1.0),
   };
@@ -127,7 +127,7 @@ TEST(PipelineSpec, RandomPipelinesRoundTrip) {
           op = OpSpec::overlay(a, hi, rng() % 2);
         }
       }
-      if (rng() % 3 == 0) op.at_index(static_cast<int64_t>(rng() % 65536));
+      if (rng() % 3 == 0) op.at_index(static_cast<int64_t>(rng() % 32768));
       p.push_back(op);
     }
     const std::string text = format_pipeline(p);
@@ -239,9 +239,9 @@ TEST(PipelineSpecErrors, AlphaMaxBelowAlpha) {
 }
 
 TEST(PipelineSpecErrors, IndexOutOfRange) {
-  expect_mentions(parse_error("op=shift,index=65536"), {"op 0", "index", "0..65535", "65536"});
-  expect_mentions(parse_error("op=overlay,index=-1"), {"overlay", "index", "0..65535", "-1"});
-  EXPECT_NO_THROW(parse_pipeline("op=shift,index=0|op=shift,index=65535"));
+  expect_mentions(parse_error("op=shift,index=32768"), {"op 0", "index", "0..32767", "32768"});
+  expect_mentions(parse_error("op=overlay,index=-1"), {"overlay", "index", "0..32767", "-1"});
+  EXPECT_NO_THROW(parse_pipeline("op=shift,index=0|op=shift,index=32767"));
 }
 
 TEST(PipelineSpecErrors, NegativePad) {
@@ -332,13 +332,13 @@ TEST(ResolvePipeline, EmptyPipelineIsIdentityGeometry) {
 
 TEST(ResolvePipeline, IndexDefaultsToPositionAndExplicitIsKept) {
   const Pipeline p = {OpSpec::shift(1), OpSpec::shift(1).at_index(42), OpSpec::shift(1),
-                      OpSpec::shift(1).at_index(0), OpSpec::shift(1).at_index(65535)};
+                      OpSpec::shift(1).at_index(0), OpSpec::shift(1).at_index(32767)};
   const PipelineDesc d = resolve_pipeline(p, frames(8, 8), 0, 0);
   EXPECT_EQ(d.ops[0].index, 0u);
   EXPECT_EQ(d.ops[1].index, 42u);
   EXPECT_EQ(d.ops[2].index, 2u);
   EXPECT_EQ(d.ops[3].index, 0u);
-  EXPECT_EQ(d.ops[4].index, 65535u);
+  EXPECT_EQ(d.ops[4].index, 32767u);
 }
 
 TEST(ResolvePipeline, PoolSizeMismatchNamesBothSizes) {

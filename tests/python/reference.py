@@ -41,8 +41,11 @@ def below(r: int, n: int) -> int:
 
 
 def weight(alpha: float) -> int:
-    """round(alpha * 256), half up, in double."""
-    return math.floor(float(alpha) * 256.0 + 0.5)
+    """round(alpha * 256), half up, in double: from the exact fraction, since adding
+    0.5 first would round 0.49999999999999994 up to 1."""
+    x = float(alpha) * 256.0
+    w = math.floor(x)
+    return w + (1 if x - w >= 0.5 else 0)
 
 
 # ---------------------------------------------------------------- single ops
@@ -101,8 +104,9 @@ def blend(x: torch.Tensor, d: torch.Tensor, w: int) -> torch.Tensor:
     if x.dtype == torch.uint8:
         v = (x.to(torch.int32) * (256 - w) + d.to(torch.int32) * w + 128) >> 8
         return v.to(torch.uint8)
-    v = (1.0 - w / 256.0) * x.double() + (w / 256.0) * d.double()
-    return v.to(x.dtype)
+    # float32: t = w * 2^-8, (1 - t) * x + t * d as two rounded products and one sum
+    t = torch.tensor(w * 2.0 ** -8, dtype=torch.float32)
+    return (torch.tensor(1.0) - t) * x + t * d.to(x.dtype)
 
 
 def overlay(obs, pool, *, seed, step, alpha=0.5, alpha_max=None, per_frame=False,

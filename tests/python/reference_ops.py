@@ -41,7 +41,7 @@ math_pi, math_sqrt, math_log, math_cos, math_sin = math.pi, math.sqrt, math.log,
 
 def draw_sup(seed: int, step: int, b: int, k: int, j: int) -> tuple:
     """Supplementary block j of sample b, op position k: counter word 3 = k | ((0x8000 + j) << 16)."""
-    assert 0 <= j <= 0x7FFF and 0 <= k <= 0xFFFF
+    assert 0 <= j <= 0x7FFF and 0 <= k <= 0x7FFF
     counter = (step & R.MASK32, step >> 32, b, k | ((0x8000 + j) << 16))
     return R.philox4x32_10(counter, (seed & R.MASK32, seed >> 32))
 
@@ -422,30 +422,12 @@ def random_conv(obs, *, seed, step, init="normal", padding="replicate", activati
 
 # ----------------------------------------------------------------- pipeline
 
-def overlay_f32(obs, pool, *, seed, step, alpha=0.5, alpha_max=None, per_frame=False, op_index=0):
-    """Section 3's float32 overlay to the bit: t = w * 2^-8, (1 - t) * x + t * d, two rounded
-    products and one sum (reference.overlay blends floats in double)."""
-    assert obs.dtype == torch.float32
-    bsz, sc, _, _ = obs.shape
-    n, c = pool.shape[:2]
-    out = obs.clone(memory_format=torch.contiguous_format)
-    for b in range(bsz):
-        for s in range(sc // c):
-            idx, w = R.overlay_params(seed, step, b, s, n, alpha, alpha_max, per_frame, op_index)
-            t = torch.tensor(w * 2.0 ** -8, dtype=torch.float32)
-            x = obs[b, s * c:(s + 1) * c]
-            out[b, s * c:(s + 1) * c] = (torch.tensor(1.0) - t) * x + t * pool[idx].float()
-    return out
-
-
 def apply_op(obs, pool, op: Mapping[str, Any], *, seed, step, op_index, channels=None, math="f32"):
     """One op dict (section 3 or 3a) at position op_index (its "index" key wins)."""
     kw = {k: v for k, v in op.items() if k not in ("op", "index")}
     k = op.get("index", op_index)
     name = op["op"]
     c = channels or frame_channels(obs, pool)
-    if name == "overlay" and obs.dtype == torch.float32:
-        return overlay_f32(obs, pool, seed=seed, step=step, op_index=k, **kw)
     if name in ("shift", "crop", "overlay"):
         return R.apply_op(obs, pool, {"op": name, **kw}, seed=seed, step=step, op_index=k)
     if name in ("grayscale", "color_jitter", "random_conv"):

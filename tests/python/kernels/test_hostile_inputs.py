@@ -93,7 +93,7 @@ CASES = [
     ("pad < 0 (augment)", ValueError,
      lambda: ops.augment(zeros_obs(), None, ops=[{"op": "shift", "pad": -2}], **Z), ["pad", "-2"]),
     ("pad too large", ValueError, lambda: ops.shift(zeros_obs(), pad=2**20 + 1, **Z), ["pad"]),
-    ("op_index 65536", ValueError, lambda: ops.shift(zeros_obs(), op_index=65536, **Z), ["index", "65536"]),
+    ("op_index 32768", ValueError, lambda: ops.shift(zeros_obs(), op_index=32768, **Z), ["index", "32768"]),
     ("op_index negative", ValueError, lambda: ops.crop(zeros_obs(), size=8, op_index=-1, **Z), ["index"]),
     ("bad padding", ValueError, lambda: ops.shift(zeros_obs(), padding="reflect", **Z),
      ["padding", "reflect"]),

@@ -54,7 +54,7 @@ def test_schema_lists_every_op_with_typed_keys():
     assert [op for op in schema if schema[op]["frame_reduction"]] == ["color_jitter"]
     for op in schema.values():
         assert op["keys"]["index"] == {**op["keys"]["index"], "type": "int", "optional": True,
-                                       "default": None, "range": "0..65535"}
+                                       "default": None, "range": "0..32767"}
 
 
 def test_schema_returns_a_copy():
@@ -193,7 +193,7 @@ SAME_TEXT = [
     ({"op": "shift", "padding": "reflect"}, lambda: ops.shift(_obs(), padding="reflect", **S),
      "padding must be one of replicate, zeros; got 'reflect'"),
     ({"op": "shift", "index": 70000}, lambda: ops.shift(_obs(), op_index=70000, **S),
-     "index must be in 0..65535, got 70000"),
+     "index must be in 0..32767, got 70000"),
     ({"op": "crop", "size": 0}, lambda: ops.crop(_obs(), size=0, **S),
      "size must be in 1..1073741824 per side, got 0x0"),
     ({"op": "overlay", "alpha": 1.5}, lambda: ops.overlay(_obs(), _pool(), alpha=1.5, **S),

@@ -187,11 +187,12 @@ def test_op_index_changes_draws(make_obs, make_pool):
 
 
 def test_largest_op_index_and_large_pool(make_obs, make_pool):
-    # k = 65535 fills the low 16 bits of the fourth counter word; frames go above it
+    # k = 32767, the largest (0x8000 up is the replay sampler's), fills the low bits of the
+    # fourth counter word; frames go above it
     x = make_obs((32, 4, 2, 3))
     pool = make_pool(70000, 1, 2, 3)
-    got = ops.overlay(x, pool, seed=SEED, step=STEP, per_frame=True, op_index=65535)
-    assert_same(got, R.overlay(x, pool, seed=SEED, step=STEP, per_frame=True, op_index=65535))
+    got = ops.overlay(x, pool, seed=SEED, step=STEP, per_frame=True, op_index=32767)
+    assert_same(got, R.overlay(x, pool, seed=SEED, step=STEP, per_frame=True, op_index=32767))
 
 
 def test_seed_and_step_change_draws_and_are_deterministic(make_obs):

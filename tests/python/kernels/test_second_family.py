@@ -182,7 +182,7 @@ def test_reference_float_overlay_is_the_librarys(kw):
     x = random_obs((16, 9, 10, 11), torch.float32)
     pool = random_pool(7, 3, 10, 11)
     assert_same(ops.overlay(x, pool, seed=SEED, step=STEP, op_index=2, **kw),
-                RO.overlay_f32(x, pool, seed=SEED, step=STEP, op_index=2, **kw))
+                R.overlay(x, pool, seed=SEED, step=STEP, op_index=2, **kw))
 
 
 # ---------------------------------------------------------- each op alone
@@ -335,7 +335,7 @@ def test_op_index_changes_draws(name, kw):
     x = random_obs((32, 3, 12, 12), torch.float32)
     fn = getattr(ops, name)
     a = fn(x, seed=SEED, step=STEP, op_index=0, **kw)
-    for k in (1, 0x7FFF, 0xFFFF):
+    for k in (1, 0x4000, 0x7FFF):
         b = fn(x, seed=SEED, step=STEP, op_index=k, **kw)
         assert not torch.equal(a, b), k
         assert_same(b, RO.apply_op(x, None, {"op": name, **kw}, seed=SEED, step=STEP, op_index=k))
@@ -345,9 +345,9 @@ def test_op_index_changes_draws(name, kw):
 def test_random_conv_op_index():
     x = random_obs((4, 3, 6, 6))
     a = ops.random_conv(x, seed=SEED, step=STEP, op_index=0)
-    b = ops.random_conv(x, seed=SEED, step=STEP, op_index=0xFFFF)
+    b = ops.random_conv(x, seed=SEED, step=STEP, op_index=0x7FFF)
     assert not torch.equal(a, b)
-    assert_same(b, RO.random_conv(x, seed=SEED, step=STEP, op_index=0xFFFF))
+    assert_same(b, RO.random_conv(x, seed=SEED, step=STEP, op_index=0x7FFF))
 
 
 def test_parameters_shared_by_the_frames_of_a_sample():
@@ -409,7 +409,7 @@ def random_pipeline(rng, h, w, c, length, barriers=True):
             op = {"op": "overlay", "alpha": rng.choice([0.3, 0.5]), "per_frame": rng.random() < 0.3}
             pool_hw = (h, w)
         if rng.random() < 0.15:
-            op["index"] = rng.randint(0, 0xFFFF)
+            op["index"] = rng.randint(0, 0x7FFF)
         pipe.append(op)
     return pipe, pool_hw
 
@@ -700,3 +700,59 @@ def test_rgb_ops_need_three_channels_in_an_engine_dict(name):
               "pipeline": [LEAD, {"op": name}],
               "pool": {"size": 2, "sources": [PHOTOS], "refresh": {"threads": 0}}}
     raises(ValueError, lambda: obsaug.Engine(config), "pipeline[1]", name, "c = 3", "got frames.channels = 1")
+
+
+# ------------------------------------------- which C the ops that need it see
+
+CUT = [{"op": "cutout", "min": 3, "max": 5, "fill": "color"}]
+
+
+def test_a_pool_gives_c_even_when_the_pipeline_does_not_overlay():
+    """Three stacked grayscale frames (S*C = 3) with a C = 1 pool: the cutout's colour is
+    channel 0's in every frame, as the reference with C = 1 says (not one colour per frame
+    as guessed RGB would give)."""
+    x = random_obs((6, 3, 12, 12), torch.uint8)
+    pool = random_pool(2, 1, 12, 12)
+    got = ops.augment(x, pool, ops=CUT, seed=SEED, step=STEP)
+    assert_same(got, RO.augment(x, None, ops=CUT, seed=SEED, step=STEP, channels=1))
+    assert not torch.equal(got, RO.augment(x, None, ops=CUT, seed=SEED, step=STEP, channels=3))
+    assert_same(ops.augment(x, None, ops=CUT, seed=SEED, step=STEP),      # no pool: RGB guess
+                RO.augment(x, None, ops=CUT, seed=SEED, step=STEP, channels=3))
+
+
+@needs_engine
+@pytest.mark.parametrize("channels,stack", [(1, 3), (3, 1)])
+def test_the_engine_gives_its_frames_channels_to_augment(channels, stack):
+    """An Engine on grayscale stacks (frames.channels 1) augments with C = 1 although S*C
+    is a multiple of 3, so augment, augment_ and gather_augment agree."""
+    config = {"seed": 5, "frames": {"stack": stack, "channels": channels, "height": 12, "width": 12},
+              "pipeline": CUT, "pool": {"size": 2, "sources": [PHOTOS], "refresh": {"threads": 0}}}
+    storage = random_obs((8, channels, 12, 12), torch.uint8)
+    idx = torch.randint(0, 8, (6, stack))
+    x = storage[idx].reshape(6, stack * channels, 12, 12)
+    want = RO.augment(x, None, ops=CUT, seed=5, step=0, channels=channels)
+    with obsaug.Engine(config) as engine:
+        assert_same(engine.augment(x, step=0), want)
+        y = x.clone()
+        engine.augment_(y, step=0)
+        assert_same(y, want)
+        assert_same(engine.gather_augment(storage, idx, step=0), want)
+
+
+def test_more_stacked_frames_than_the_counter_holds_are_refused():
+    x = torch.zeros(1, 0x8000, 1, 1, dtype=torch.uint8)
+    raises(ValueError, lambda: ops.augment(x, None, ops=[{"op": "flip"}], seed=0, step=0),
+           "S = 32768 stacked frames of C = 1", "at most 32767")
+    ops.augment(x[:, :0x7fff], None, ops=[{"op": "flip"}], seed=0, step=0)
+
+
+def test_overlay_weight_rounds_half_up_from_the_exact_product():
+    """alpha * 256 = 0.49999999999999994 rounds to w = 0 (the obs unchanged), not to 1."""
+    alpha = 0.49999999999999994 / 256
+    assert alpha * 256 == 0.49999999999999994 and R.weight(alpha) == 0
+    assert R.weight(0.5 / 256) == 1 and R.weight(0.5) == 128
+    x = random_obs((4, 3, 6, 6), torch.uint8)
+    pool = random_pool(3, 3, 6, 6)
+    got = ops.overlay(x, pool, seed=SEED, step=STEP, alpha=alpha)
+    assert_same(got, x)
+    assert_same(got, R.overlay(x, pool, seed=SEED, step=STEP, alpha=alpha))
