@@ -1,41 +1,61 @@
-"""obsaug.torchrl: an obsaug Engine as a TorchRL ``Transform`` for replay buffers.
+"""obsaug.torchrl: an obsaug Engine as a TorchRL ``Transform``, for replay buffers and
+for environments.
 
 ::
 
     from torchrl.data import LazyTensorStorage, ReplayBuffer
+    from torchrl.envs import TransformedEnv
     from obsaug.torchrl import Augment
 
     rb = ReplayBuffer(storage=LazyTensorStorage(100_000), batch_size=256,
                       transform=Augment(obsaug.Engine("configs/drq_shift.yaml")))
     # or rb.append_transform(Augment(engine)), e.g. after the transform of
     # CatFrames.make_rb_transform_and_sampler (CatFrames(dim=-3)) rebuilt the stacks
+    env = TransformedEnv(base_env, Augment(obsaug.Engine("configs/drq_shift.yaml")))
 
 Contract:
-- TorchRL calls ``forward`` on every ``rb.sample()`` (after the storage read and
-  the transforms before this one) and ``inv`` on ``rb.extend()``: ``inv`` is the
-  identity here, so the buffer stores what the environment gave and every sample
-  is augmented afresh.
-- Each key in ``in_keys`` holds observations ``[..., S*C, H, W]`` (any leading
-  batch dims, flattened into B for the engine and restored), uint8 or float32
-  0..255, on the engine's device (CPU or CUDA); the output has the engine's
-  output dtype, scale and bias and is written to the matching ``out_keys``
-  entry (default: in place of the input key).
-- Steps: each key takes the engine's next step, so obs and next obs get
-  independent draws (DrQ); ``share=True`` gives every key of one call the same
-  step (the same shift, distractor, ... for obs and next obs).
+- Replay buffer: TorchRL calls ``forward`` on every ``rb.sample()`` (after the
+  storage read and the transforms before this one) and ``inv`` on ``rb.extend()``:
+  ``inv`` is the identity here, so the buffer stores what the environment gave and
+  every sample is augmented afresh. Every ``in_keys`` entry is augmented into its
+  ``out_keys`` entry; a missing one raises KeyError (unless the transform's missing
+  tolerance is set).
+- Environment (``TransformedEnv``): ``step`` (``_call``) and ``reset`` (``_reset``)
+  augment the observations the base env (and the transforms before this one)
+  produced. An env transform sees one tensordict of observations without a
+  ``"next"`` level, so each key is used with a leading ``"next"`` removed (the
+  default ``("pixels", ("next", "pixels"))`` augments ``"pixels"``; pairs that
+  become equal count once). ``reset`` skips a key the reset tensordict lacks, as
+  TorchRL's image transforms do; ``step`` raises KeyError. Each frame is augmented
+  once, when the env produces it, so in a rollout ``("next", "pixels")`` at t is
+  ``"pixels"`` at t + 1. The observation spec of each out key follows the pipeline
+  (``transform_observation_spec``): the frame size after the last op
+  (``obsaug.ops.frame_sizes``), float32 with ``output: {dtype: float32}`` (else the
+  input's dtype); a Bounded uint8 input stays Bounded over what the pipeline can give
+  (0..255, through scale and bias for float output); any other input becomes
+  Unbounded (a float pipeline's range is not bounded by its input's: random_conv
+  without an activation, for one). A spec whose frame size is not the config's
+  ``frames`` raises ValueError when the env builds its specs.
+- Each key holds observations ``[..., S*C, H, W]`` (any leading batch dims,
+  flattened into B for the engine and restored), uint8 or float32 0..255, on the
+  engine's device (CPU or CUDA); the output has the engine's output dtype, scale
+  and bias.
+- Steps: each key takes the engine's next step, so obs and next obs of a sample get
+  independent draws (DrQ); ``share=True`` gives every key of one call the same step
+  (the same shift, distractor, ... for obs and next obs; in an env, for the several
+  observation keys of one step).
 - ``state_dict()`` carries the engine's ``state_dict()`` (its seed, step counter
-  and pool cursor), so TorchRL's ``rb.state_dict()`` / ``rb.dumps()`` resume the
-  same augmentations after ``load_state_dict``.
-- Inside an environment (``TransformedEnv``) each observation key is augmented
-  with its own step, like ``forward`` with ``share=False``.
+  and pool cursor), so TorchRL's ``rb.state_dict()`` / ``rb.dumps()``
+  resume the same augmentations after ``load_state_dict``.
 Importing this module imports torchrl; ``import obsaug`` alone does not.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDictBase, unravel_key
+from torchrl.data import Bounded, Composite, TensorSpec, Unbounded
 from torchrl.envs.transforms import Transform
 
 from ._devices import same_device
@@ -55,8 +75,17 @@ def _keys(name: str, keys: Union[NestedKey, Sequence[NestedKey]]) -> list:
     return list(keys)
 
 
+def _without_next(key: NestedKey) -> NestedKey:
+    """``key`` as an env transform sees it: ``("next", *rest)`` -> ``rest``."""
+    if isinstance(key, tuple) and len(key) > 1 and key[0] == "next":
+        return unravel_key(key[1:])
+    return key
+
+
 class Augment(Transform):
-    """Augments observation keys of sampled tensordicts with an ``obsaug.Engine``."""
+    """Augments observation keys with an ``obsaug.Engine``: of sampled tensordicts in a
+    replay buffer, of each step's and reset's observations in a ``TransformedEnv``
+    (see the module's doc)."""
 
     def __init__(self, engine: Any, in_keys: Union[NestedKey, Sequence[NestedKey]] = (
                  "pixels", ("next", "pixels")),
@@ -73,8 +102,17 @@ class Augment(Transform):
             raise ValueError(f"out_keys must name one key per in_key: {len(in_list)} in_keys "
                              f"{in_list}, got {len(out_list)} out_keys {out_list}")
         super().__init__(in_keys=in_list, out_keys=out_list)
-        self.engine = engine
+        self._set_engine(engine)
         self.share = share
+
+    def _set_engine(self, engine: Any) -> None:
+        from .ops import frame_sizes
+        self.engine = engine
+        config = engine.config
+        self._frames = config["frames"]
+        self._output = config["output"]
+        self._out_hw = frame_sizes(config["pipeline"], self._frames["height"],
+                                   self._frames["width"])[-1]
 
     # --- the augmentation ---------------------------------------------------------
 
@@ -97,12 +135,10 @@ class Augment(Transform):
         out = self.engine.augment(flat, step)
         return out.reshape(*lead, *out.shape[-3:]), used
 
-    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Called by ``ReplayBuffer.sample``: every ``in_keys`` entry present is augmented
-        into its ``out_keys`` entry (a missing key raises KeyError unless the transform's
-        missing tolerance is set)."""
+    def _augment_keys(self, tensordict: TensorDictBase,
+                      pairs: Sequence[Tuple[NestedKey, NestedKey]]) -> TensorDictBase:
         step: Optional[int] = None
-        for in_key, out_key in zip(self.in_keys, self.out_keys):
+        for in_key, out_key in pairs:
             obs = tensordict.get(in_key, None)
             if obs is None:
                 if self.missing_tolerance:
@@ -115,9 +151,79 @@ class Augment(Transform):
             tensordict.set(out_key, out)
         return tensordict
 
-    def _apply_transform(self, obs: torch.Tensor) -> torch.Tensor:
-        """Inside an environment (``_call``): one key, the engine's next step."""
-        return self._augment("observation", obs, None)[0]
+    def _env_pairs(self) -> List[Tuple[NestedKey, NestedKey]]:
+        """(in, out) keys inside an env: without a leading "next", each pair once."""
+        pairs: List[Tuple[NestedKey, NestedKey]] = []
+        for in_key, out_key in zip(self.in_keys, self.out_keys):
+            pair = (_without_next(in_key), _without_next(out_key))
+            if pair not in pairs:
+                pairs.append(pair)
+        return pairs
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Called by ``ReplayBuffer.sample``: every ``in_keys`` entry present is augmented
+        into its ``out_keys`` entry (a missing key raises KeyError unless the transform's
+        missing tolerance is set)."""
+        return self._augment_keys(tensordict, list(zip(self.in_keys, self.out_keys)))
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        """Called by ``TransformedEnv.step`` on the step's observations (no "next" level)."""
+        return self._augment_keys(next_tensordict, self._env_pairs())
+
+    def _reset(self, tensordict: TensorDictBase,
+               tensordict_reset: TensorDictBase) -> TensorDictBase:
+        """Called by ``TransformedEnv.reset``: the reset observations, as ``_call`` (a
+        missing key is skipped, as TorchRL's image transforms do)."""
+        tolerant = self.missing_tolerance
+        self.set_missing_tolerance(True)
+        try:
+            return self._call(tensordict_reset)
+        finally:
+            self.set_missing_tolerance(tolerant)
+
+    # --- specs (inside an environment) --------------------------------------------
+
+    def transform_output_spec(self, output_spec: Composite) -> Composite:
+        # Only observations change. The base class would also check that every out key
+        # outside in_keys is in the spec, and in_keys name replay-buffer keys
+        # (("next", ...)) that no env spec holds.
+        output_spec = output_spec.clone()
+        output_spec["full_observation_spec"] = self.transform_observation_spec(
+            output_spec["full_observation_spec"])
+        return output_spec
+
+    def transform_observation_spec(self, observation_spec: TensorSpec) -> TensorSpec:
+        """Each out key gets the spec of what the pipeline makes of its in key's spec."""
+        if not isinstance(observation_spec, Composite):
+            return self._output_spec(self._env_pairs()[0][0], observation_spec)
+        present = set(observation_spec.keys(True, True))
+        for in_key, out_key in self._env_pairs():
+            if in_key in present:
+                observation_spec[out_key] = self._output_spec(in_key, observation_spec[in_key])
+        return observation_spec
+
+    def _output_spec(self, key: NestedKey, spec: TensorSpec) -> TensorSpec:
+        frames = self._frames
+        shape = spec.shape
+        if (len(shape) < 3 or shape[-3] % frames["channels"]
+                or (shape[-2], shape[-1]) != (frames["height"], frames["width"])):
+            raise ValueError(
+                f"Augment: the spec of {key!r} must be [..., S*{frames['channels']}, "
+                f"{frames['height']}, {frames['width']}] (the engine's frames), got "
+                f"{spec.dtype} {list(shape)}")
+        if spec.dtype not in (torch.uint8, torch.float32):
+            raise ValueError(f"Augment: the spec of {key!r} must be uint8 or float32, got "
+                             f"{spec.dtype} {list(shape)}")
+        out_shape = torch.Size((*shape[:-3], shape[-3], *self._out_hw))
+        to_float = self._output["dtype"] == "float32"
+        dtype = torch.float32 if to_float else spec.dtype
+        if isinstance(spec, Bounded) and spec.dtype == torch.uint8:
+            ends = torch.tensor([0.0, 255.0], device=spec.device)
+            if to_float:  # two float32 roundings, as the kernels apply scale and bias
+                ends = ends * self._output["scale"] + self._output["bias"]
+            low, high = ends.min().item(), ends.max().item()
+            return Bounded(low=low, high=high, shape=out_shape, dtype=dtype, device=spec.device)
+        return Unbounded(shape=out_shape, dtype=dtype, device=spec.device)
 
     # --- state --------------------------------------------------------------------
 
