@@ -47,6 +47,14 @@ Contract:
 - ``state_dict()`` carries the engine's ``state_dict()`` (its seed, step counter
   and pool cursor), so TorchRL's ``rb.state_dict()`` / ``rb.dumps()``
   resume the same augmentations after ``load_state_dict``.
+- Copies: ``copy.deepcopy`` and pickling (TorchRL's ParallelEnv, collectors) give an
+  Augment with a new Engine built from ``engine.config`` (absolute sources) with the
+  same rank and world size, loaded with ``engine.state_dict()``: the same seed and
+  step counter and, in ``mode: sync``, the same pool cursor; an async pool is filled
+  again from its sources. The copy's counter is its own, so a copy repeats the
+  original's draws from that step on: give parallel workers engines with distinct
+  seeds (or ranks) when they must differ. A closed engine cannot be copied
+  (RuntimeError).
 Importing this module imports torchrl; ``import obsaug`` alone does not.
 """
 from __future__ import annotations
@@ -80,6 +88,13 @@ def _without_next(key: NestedKey) -> NestedKey:
     if isinstance(key, tuple) and len(key) > 1 and key[0] == "next":
         return unravel_key(key[1:])
     return key
+
+
+def _build_engine(recipe: Dict[str, Any]) -> Any:
+    from .engine import Engine
+    engine = Engine(recipe["config"], rank=recipe["rank"], world_size=recipe["world_size"])
+    engine.load_state_dict(recipe["state"])
+    return engine
 
 
 class Augment(Transform):
@@ -225,7 +240,7 @@ class Augment(Transform):
             return Bounded(low=low, high=high, shape=out_shape, dtype=dtype, device=spec.device)
         return Unbounded(shape=out_shape, dtype=dtype, device=spec.device)
 
-    # --- state --------------------------------------------------------------------
+    # --- state and copies ---------------------------------------------------------
 
     def get_extra_state(self) -> Dict[str, Any]:
         return {"engine": self.engine.state_dict(), "share": self.share}
@@ -235,6 +250,24 @@ class Augment(Transform):
             raise ValueError("Augment state must be a dict with the engine's state_dict under "
                              f"'engine', got {type(state).__name__}")
         self.engine.load_state_dict(state["engine"])
+
+    def __getstate__(self) -> Dict[str, Any]:
+        """The native Engine does not pickle: the state names how to build it again."""
+        if self.engine.closed:
+            raise RuntimeError("Augment: its engine is closed, so it cannot be copied or "
+                               "pickled (a copy builds a new engine from the open one's "
+                               "config and state)")
+        state = super().__getstate__()
+        engine = state.pop("engine")
+        state["engine_recipe"] = {"config": engine.config, "rank": engine.rank,
+                                  "world_size": engine.world_size,
+                                  "state": engine.state_dict()}
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        recipe = state.pop("engine_recipe")
+        super().__setstate__(state)
+        self._set_engine(_build_engine(recipe))
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(in_keys={self.in_keys}, out_keys={self.out_keys}, "

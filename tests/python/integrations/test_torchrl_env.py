@@ -1,4 +1,4 @@
-"""obsaug.torchrl.Augment inside a TorchRL environment (TransformedEnv).
+"""obsaug.torchrl.Augment inside a TorchRL environment (TransformedEnv), and its copies.
 
 The environments are mocks: TorchRL's ContinuousActionConvMockEnv (float32 pixels,
 Unbounded spec) and ``FramesEnv`` below (uint8 pixels, Bounded spec, each frame a
@@ -6,6 +6,9 @@ function of its episode and step, so a test can rebuild the raw frames). Augment
 frames are compared with a twin engine's ``augment`` of the raw frames at the step
 the contract names: one step per augment call, reset frames included.
 """
+import copy
+import pickle
+
 import pytest
 import torch
 
@@ -167,3 +170,32 @@ def test_a_spec_of_another_frame_size_is_refused():
                                          r"16\] \(the engine's frames\), got torch.float32 "
                                          r"\[3, 20, 20\]"):
         env.observation_spec
+
+
+@pytest.mark.parametrize("copier", [copy.deepcopy, lambda a: pickle.loads(pickle.dumps(a))],
+                         ids=["deepcopy", "pickle"])
+def test_copies_rebuild_the_engine_at_its_step(copier):
+    eng = obsaug.Engine(shift_config(stack=1, seed=11), rank=1, world_size=2)
+    twin = obsaug.Engine(shift_config(stack=1, seed=11), rank=1, world_size=2)
+    aug = Augment(eng, in_keys=["pixels"], share=True)
+    frames = FramesEnv(batch_size=[4]).frame(0, 0)
+    aug(TensorDict(pixels=frames.clone(), batch_size=[4]))
+    copied = copier(aug)
+    assert copied.engine is not eng and copied.engine.config == eng.config
+    assert (copied.engine.rank, copied.engine.world_size, copied.engine.step) == (1, 2, 1)
+    assert copied.share and copied.in_keys == ["pixels"]
+    out = copied(TensorDict(pixels=frames.clone(), batch_size=[4]))["pixels"]
+    assert torch.equal(out, twin.augment(frames, step=1))
+    assert eng.step == 1, "the copy's counter is its own"
+    env = copier(TransformedEnv(FramesEnv(), Augment(eng)))
+    assert env.rollout(2)["pixels"].shape == (2, C, H, H)
+
+
+def test_an_augment_with_a_closed_engine_is_not_copied():
+    eng = obsaug.Engine(shift_config(stack=1))
+    aug = Augment(eng)
+    eng.close()
+    with pytest.raises(RuntimeError, match="its engine is closed, so it cannot be copied"):
+        copy.deepcopy(aug)
+    with pytest.raises(RuntimeError, match="its engine is closed, so it cannot be copied"):
+        pickle.dumps(aug)
