@@ -39,13 +39,15 @@ Contract:
 - Each key holds observations ``[..., S*C, H, W]`` (any leading batch dims,
   flattened into B for the engine and restored), uint8 or float32 0..255, on the
   engine's device (CPU or CUDA); the output has the engine's output dtype, scale
-  and bias.
+  and bias. Each key gets a tensor of its own even when the engine reuses its
+  outputs (``output.reuse``: Augment then passes a fresh ``out=``), since a
+  tensordict keeps what it is given.
 - Steps: each key takes the engine's next step, so obs and next obs of a sample get
   independent draws (DrQ); ``share=True`` gives every key of one call the same step
   (the same shift, distractor, ... for obs and next obs; in an env, for the several
   observation keys of one step).
 - ``state_dict()`` carries the engine's ``state_dict()`` (its seed, step counter
-  and pool cursor), so TorchRL's ``rb.state_dict()`` / ``rb.dumps()``
+  and pool cursor) and ``share``, so TorchRL's ``rb.state_dict()`` / ``rb.dumps()``
   resume the same augmentations after ``load_state_dict``.
 - Copies: ``copy.deepcopy`` and pickling (TorchRL's ParallelEnv, collectors) give an
   Augment with a new Engine built from ``engine.config`` (absolute sources) with the
@@ -133,8 +135,8 @@ class Augment(Transform):
 
     def _augment(self, key: NestedKey, obs: torch.Tensor, step: Optional[int]) -> Tuple[
             torch.Tensor, int]:
-        """``obs`` augmented at ``step`` (None: the engine's next step); returns the
-        result and the step used."""
+        """``obs`` augmented at ``step`` (None: the engine's next step) into a tensor of
+        its own; returns the result and the step used."""
         if not isinstance(obs, torch.Tensor):
             raise TypeError(f"{key!r} must hold a tensor, got {type(obs).__name__}")
         if obs.dim() < 3:
@@ -147,7 +149,12 @@ class Augment(Transform):
         lead = obs.shape[:-3]
         flat = obs.reshape(-1, *obs.shape[-3:])
         used = self.engine.step if step is None else step
-        out = self.engine.augment(flat, step)
+        out = None
+        if self._output["reuse"]:  # the engine's kept buffer would be overwritten by the next key
+            dtype = torch.float32 if self._output["dtype"] == "float32" else flat.dtype
+            out = torch.empty((flat.shape[0], flat.shape[1], *self._out_hw), dtype=dtype,
+                              device=flat.device)
+        out = self.engine.augment(flat, step, out=out)
         return out.reshape(*lead, *out.shape[-3:]), used
 
     def _augment_keys(self, tensordict: TensorDictBase,
@@ -249,7 +256,11 @@ class Augment(Transform):
         if not isinstance(state, dict) or "engine" not in state:
             raise ValueError("Augment state must be a dict with the engine's state_dict under "
                              f"'engine', got {type(state).__name__}")
+        share = state.get("share", self.share)
+        if not isinstance(share, bool):
+            raise ValueError(f"Augment state's 'share' must be a bool, got {share!r}")
         self.engine.load_state_dict(state["engine"])
+        self.share = share
 
     def __getstate__(self) -> Dict[str, Any]:
         """The native Engine does not pickle: the state names how to build it again."""

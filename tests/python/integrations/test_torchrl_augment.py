@@ -154,6 +154,28 @@ def test_state_dict_resumes_the_same_augmentations():
         assert torch.equal(batch["next", "pixels"], again["next", "pixels"])
 
 
+def test_state_dict_restores_share():
+    saved = Augment(obsaug.Engine(shift_config(seed=9)), share=True)
+    saved(transitions(4))
+    resumed = Augment(obsaug.Engine(shift_config(seed=9)))
+    resumed.load_state_dict(saved.state_dict())
+    assert resumed.share is True and resumed.engine.step == 1
+    with pytest.raises(ValueError, match="'share' must be a bool, got 1"):
+        resumed.set_extra_state({"engine": saved.engine.state_dict(), "share": 1})
+
+
+def test_an_engine_reusing_its_outputs_gives_each_key_its_own_tensor():
+    eng = obsaug.Engine(shift_config(seed=5), reuse_output=True)
+    twin = obsaug.Engine(shift_config(seed=5))
+    data = transitions(8)
+    out = Augment(eng)(data.clone())
+    assert torch.equal(out["pixels"], twin.augment(data["pixels"], step=0))
+    assert torch.equal(out["next", "pixels"], twin.augment(data["next", "pixels"], step=1))
+    again = Augment(eng)(data.clone())
+    assert torch.equal(out["pixels"], twin.augment(data["pixels"], step=0)), "overwritten"
+    assert again["pixels"].data_ptr() != out["pixels"].data_ptr()
+
+
 def test_leading_batch_dims_are_flattened_and_restored():
     eng, twin = obsaug.Engine(shift_config()), obsaug.Engine(shift_config())
     x = transitions(12)["pixels"].reshape(3, 4, S * C, H, H)
