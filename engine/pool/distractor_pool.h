@@ -91,12 +91,10 @@ struct DistractorPoolOptions {
   std::function<void(const ImageRef& ref, uint64_t serial)> before_decode;
 };
 
-constexpr int kMaxReportedFailures = 5;
-
-struct DecodeFailure {
-  std::string path;     // ImageRef::display_name()
-  std::string message;  // the DecodeError / SourceError text
-};
+// A skipped input: path = ImageRef::display_name() (or the list entry, the
+// shard), message = the DecodeError / SourceError text. At most
+// kMaxReportedFailures (engine/source/image_source.h) are kept.
+using DecodeFailure = SourceFailure;
 
 struct DistractorPoolStats {
   uint64_t decoded = 0;       // images decoded successfully (fill included)

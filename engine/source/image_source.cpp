@@ -40,6 +40,15 @@ int64_t regular_file_size(const std::string& path) {
   return static_cast<int64_t>(st.st_size);
 }
 
+// Why `path` is not a regular file: the stat error, or its kind.
+std::string why_not_a_regular_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::strerror(errno);
+  return S_ISDIR(st.st_mode) ? "a directory" : "not a regular file";
+}
+
+constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+
 ImageRef plain_ref(std::string path, uint64_t size) {
   ImageRef ref;
   ref.path = std::move(path);
@@ -79,6 +88,13 @@ void walk_directory(const fs::path& dir, std::set<std::pair<dev_t, ino_t>>* visi
 
 }  // namespace
 
+void ListingReport::add(std::string path, std::string message) {
+  ++failed;
+  if (first_failures.size() < static_cast<size_t>(kMaxReportedFailures)) {
+    first_failures.push_back({std::move(path), std::move(message)});
+  }
+}
+
 std::string ImageRef::display_name() const { return in_archive() ? path + ":" + member : path; }
 
 bool operator==(const ImageRef& a, const ImageRef& b) {
@@ -105,7 +121,8 @@ std::vector<ImageRef> list_text_file(const std::string& txt_path, ListingReport*
   const fs::path base = fs::path(txt_path).parent_path();
   std::vector<ImageRef> out;
   std::string line;
-  while (std::getline(in, line)) {
+  for (uint64_t line_no = 1; std::getline(in, line); ++line_no) {
+    if (line_no == 1 && line.rfind(kUtf8Bom, 0) == 0) line.erase(0, kUtf8Bom.size());
     // Trim surrounding whitespace (and a Windows '\r').
     const size_t first = line.find_first_not_of(" \t\r");
     if (first == std::string::npos || line[first] == '#') continue;
@@ -115,8 +132,9 @@ std::vector<ImageRef> list_text_file(const std::string& txt_path, ListingReport*
     const int64_t size = regular_file_size(resolved);
     if (size < 0) {
       if (report) {
-        ++report->missing_list_entries;
-        if (report->first_missing.size() < 5) report->first_missing.push_back(resolved);
+        report->add(resolved, "image list " + txt_path + " line " + std::to_string(line_no) + ": " +
+                                  resolved + " is not a regular file (" +
+                                  why_not_a_regular_file(resolved) + ")");
       }
       continue;
     }
@@ -126,9 +144,10 @@ std::vector<ImageRef> list_text_file(const std::string& txt_path, ListingReport*
   return out;
 }
 
-std::vector<ImageRef> list_tar(const std::string& tar_path) {
+std::vector<ImageRef> list_tar(const std::string& tar_path, ListingReport* report) {
+  const TarIndex index = read_tar_index(tar_path);
   std::vector<ImageRef> out;
-  for (const TarMember& m : read_tar_index(tar_path)) {
+  for (const TarMember& m : index.members) {
     if (!has_image_extension(m.name)) continue;
     ImageRef ref;
     ref.path = tar_path;
@@ -136,6 +155,15 @@ std::vector<ImageRef> list_tar(const std::string& tar_path) {
     ref.offset = m.offset;
     ref.size = m.size;
     out.push_back(std::move(ref));
+  }
+  if (!index.truncation.empty()) {
+    if (out.empty()) throw SourceError(index.truncation + "; no complete image member before it");
+    if (report) {
+      const std::string where =
+          index.truncated_member.empty() ? tar_path : tar_path + ":" + index.truncated_member;
+      report->add(where, index.truncation + "; the " + std::to_string(out.size()) +
+                             " image members before it are used");
+    }
   }
   return out;
 }
@@ -155,7 +183,7 @@ std::vector<ImageRef> list_source(const std::string& path, ListingReport* report
     refs = list_text_file(path, report);
     kind = "image list (no line names an existing file)";
   } else if (ends_with_ci(path, ".tar")) {
-    refs = list_tar(path);
+    refs = list_tar(path, report);
     kind = "tar shard (no .jpg/.jpeg/.png member)";
   } else if (S_ISREG(st.st_mode) && has_image_extension(path)) {
     refs.push_back(plain_ref(path, static_cast<uint64_t>(st.st_size)));

@@ -6,12 +6,14 @@
 //   - a directory, scanned recursively for .jpg / .jpeg / .png in any letter
 //     case (Places365 `places365_standard/{train,val}/<class>/*.jpg`, COCO's
 //     flat `train2017/`), listed in byte-wise sorted path order;
-//   - a `.txt` file of image paths, one per line, relative to the text file's
-//     folder or absolute; blank lines and lines starting with '#' are skipped;
-//     entries that do not exist are left out (see ListingReport);
+//   - a `.txt` file of image paths (UTF-8, a leading byte-order mark ignored),
+//     one per line, relative to the text file's folder or absolute; blank
+//     lines and lines starting with '#' are skipped; entries that name no
+//     regular file are left out and reported (ListingReport);
 //   - a WebDataset `.tar` shard (POSIX ustar, GNU and pax extensions), whose
 //     image members are listed in archive order and later read in place,
-//     without extraction;
+//     without extraction; a shard cut short (an interrupted download) keeps
+//     the members before the cut and reports the cut (ListingReport);
 //   - a single .jpg / .jpeg / .png file.
 // Several sources combine in the order given. A source with no usable image
 // is an error that names it. All functions here are pure (no shared state) and
@@ -47,10 +49,24 @@ class SourceError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// What a listing left out, for the caller to report.
+// How many failures a report keeps with their messages (the listing's and
+// the pool's); the rest are only counted.
+constexpr int kMaxReportedFailures = 5;
+
+// An input that was skipped, and why.
+struct SourceFailure {
+  std::string path;     // what error messages call it (ImageRef::display_name() for images)
+  std::string message;  // the reason, naming the path
+};
+
+// What a listing left out, for the caller to count and report (the pool adds
+// it to its own failures). Not thread-safe: one report per listing call.
 struct ListingReport {
-  uint64_t missing_list_entries = 0;       // .txt lines naming no regular file
-  std::vector<std::string> first_missing;  // at most 5 of them
+  // .txt lines naming no regular file, and truncated .tar shards.
+  uint64_t failed = 0;
+  std::vector<SourceFailure> first_failures;  // the first kMaxReportedFailures of them
+
+  void add(std::string path, std::string message);
 };
 
 // True when the name ends in .jpg, .jpeg or .png, any letter case.
@@ -58,11 +74,14 @@ bool has_image_extension(std::string_view name);
 
 std::vector<ImageRef> list_directory(const std::string& dir);
 std::vector<ImageRef> list_text_file(const std::string& txt_path, ListingReport* report = nullptr);
-std::vector<ImageRef> list_tar(const std::string& tar_path);
+// Throws SourceError when the shard holds no complete image member; a shard
+// cut short after some is a failure in `report` (see tar_reader.h).
+std::vector<ImageRef> list_tar(const std::string& tar_path, ListingReport* report = nullptr);
 
 // Lists one source of any kind (by what `path` is: a directory, a file ending
 // in .txt or .tar, or an image file); throws SourceError naming `path` when it
-// holds no image.
+// holds no image. What it skipped (missing list entries, a truncated shard)
+// is added to `report` when given.
 std::vector<ImageRef> list_source(const std::string& path, ListingReport* report = nullptr);
 
 // The concatenation of list_source over `paths`, in order.

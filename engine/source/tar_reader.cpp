@@ -32,7 +32,7 @@ class TarScanner {
  public:
   explicit TarScanner(const std::string& path) : path_(path), file_(nullptr, &std::fclose) {}
 
-  std::vector<TarMember> scan() {
+  TarIndex scan() {
     file_.reset(std::fopen(path_.c_str(), "rb"));
     if (!file_) fail_plain(std::string("cannot open (") + std::strerror(errno) + ")");
     struct stat st;
@@ -41,15 +41,18 @@ class TarScanner {
     file_size_ = static_cast<uint64_t>(st.st_size);
     if (file_size_ == 0) fail_plain("empty file, not a tar archive");
 
-    std::vector<TarMember> members;
+    TarIndex index;
     std::string long_name, pax_path;
     int64_t pax_size = -1;
     uint64_t pos = 0;
     unsigned char header[kBlock];
     while (true) {
       if (pos == file_size_) break;  // no end-of-archive blocks: tolerated
-      if (file_size_ - pos < kBlock)
-        fail(pos, "truncated header (" + std::to_string(file_size_ - pos) + " bytes left)");
+      if (file_size_ - pos < kBlock) {
+        index.truncation = truncated(
+            pos, "truncated header (" + std::to_string(file_size_ - pos) + " bytes left)");
+        break;
+      }
       read_at(pos, header, kBlock);
       if (all_zero(header)) break;  // end of archive
       check_checksum(header, pos);
@@ -66,9 +69,16 @@ class TarScanner {
       const bool has_data =
           !(type == '1' || type == '2' || type == '3' || type == '4' || type == '5' || type == '6');
       if (!has_data) size = 0;
+      const bool regular = type == '0' || type == '\0' || type == '7';
+      const std::string name = !pax_path.empty()    ? pax_path
+                               : !long_name.empty() ? long_name
+                                                    : header_name(header);
       if (size > file_size_ - data) {
-        fail(pos, "member data of " + std::to_string(size) + " bytes runs past the end of the " +
-                      std::to_string(file_size_) + "-byte file (truncated archive?)");
+        index.truncation = truncated(pos, "member data of " + std::to_string(size) +
+                                              " bytes runs past the end of the " +
+                                              std::to_string(file_size_) + "-byte file");
+        if (regular) index.truncated_member = name;
+        break;
       }
 
       if (type == 'L') {
@@ -79,15 +89,9 @@ class TarScanner {
       } else if (type == 'g' || type == 'K') {
         // Global pax header, GNU long link name: nothing we use.
       } else {
-        if (type == '0' || type == '\0' || type == '7') {
-          TarMember m;
-          m.name = !pax_path.empty()    ? pax_path
-                   : !long_name.empty() ? long_name
-                                        : header_name(header);
-          m.offset = data;
-          m.size = size;
-          if (m.name.empty()) fail(pos, "member with an empty name");
-          members.push_back(std::move(m));
+        if (regular) {
+          if (name.empty()) fail(pos, "member with an empty name");
+          index.members.push_back(TarMember{name, data, size});
         }
         long_name.clear();
         pax_path.clear();
@@ -97,10 +101,16 @@ class TarScanner {
       // catches anything else.
       pos = std::min(data + round_up_to_block(size), file_size_);
     }
-    return members;
+    return index;
   }
 
  private:
+  // TarIndex::truncation's text for a cut at or after the header at `header_pos`.
+  std::string truncated(uint64_t header_pos, const std::string& what) const {
+    return "tar shard " + path_ + ": truncated at the header at byte " +
+           std::to_string(header_pos) + ": " + what + " (an interrupted download?)";
+  }
+
   [[noreturn]] void fail_plain(const std::string& what) const {
     throw SourceError("tar shard " + path_ + ": " + what);
   }
@@ -230,6 +240,6 @@ class TarScanner {
 
 }  // namespace
 
-std::vector<TarMember> read_tar_index(const std::string& path) { return TarScanner(path).scan(); }
+TarIndex read_tar_index(const std::string& path) { return TarScanner(path).scan(); }
 
 }  // namespace obsaug

@@ -9,6 +9,13 @@
 // fields, and the member's data range against the file size. Anything
 // malformed raises SourceError naming the shard and the header's byte
 // offset; the reader never reads out of bounds.
+//
+// Truncation is not malformation: a shard that ends inside a header or
+// inside a member's data (an interrupted download) is listed up to the cut,
+// and the cut is returned in TarIndex::truncation for the caller to count
+// (list_tar in image_source.h reports it, and refuses the shard only when
+// nothing complete precedes the cut). A shard without end-of-archive blocks
+// is complete.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +30,16 @@ struct TarMember {
   uint64_t size = 0;
 };
 
-// Regular-file members of the tar at `path`, in archive order. Throws
-// SourceError when the file cannot be read or a header is malformed.
-std::vector<TarMember> read_tar_index(const std::string& path);
+struct TarIndex {
+  std::vector<TarMember> members;  // complete regular-file members, in archive order
+  // Empty, or the message (naming the shard and the byte offset of the cut
+  // header) saying that the archive ends inside a header or a member's data.
+  std::string truncation;
+  std::string truncated_member;  // the member cut short, when its header was whole
+};
+
+// The members of the tar at `path`. Throws SourceError when the file cannot
+// be read or is empty, or a header is malformed.
+TarIndex read_tar_index(const std::string& path);
 
 }  // namespace obsaug

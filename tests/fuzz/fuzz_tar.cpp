@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 0 && std::fwrite(data, 1, size, f) != size) std::abort();
   std::fclose(f);
   try {
-    for (const obsaug::TarMember& m : obsaug::read_tar_index(path)) {
+    for (const obsaug::TarMember& m : obsaug::read_tar_index(path).members) {
       if (m.offset > size || m.size > size - m.offset) std::abort();  // outside the shard
     }
   } catch (const obsaug::SourceError&) {

@@ -174,12 +174,52 @@ TEST(ImageSource, TextListRelativeAbsoluteCommentsAndMissing) {
   EXPECT_EQ(refs[1].path, tmp / "elsewhere/b.png");
   EXPECT_EQ(refs[2].path, (tmp.path() / "lists" / "c d.JPG").string());
   EXPECT_EQ(refs[1].size, 2u);
-  EXPECT_EQ(report.missing_list_entries, 1u);
-  ASSERT_EQ(report.first_missing.size(), 1u);
-  EXPECT_NE(report.first_missing[0].find("missing.jpg"), std::string::npos);
+  EXPECT_EQ(report.failed, 1u);
+  ASSERT_EQ(report.first_failures.size(), 1u);
+  EXPECT_EQ(report.first_failures[0].path, (tmp.path() / "lists" / "imgs/missing.jpg").string());
+  EXPECT_NE(report.first_failures[0].message.find(list + " line 6: "), std::string::npos)
+      << report.first_failures[0].message;
+  EXPECT_NE(report.first_failures[0].message.find("No such file or directory"), std::string::npos)
+      << report.first_failures[0].message;
 
   write_text(tmp / "lists/none.txt", "# nothing\nnope.jpg\n");
   EXPECT_THROW(list_source(tmp / "lists/none.txt"), SourceError);
+}
+
+TEST(ImageSource, TextListReportsTheFirstMissingEntriesAndCountsAll) {
+  TempDir tmp;
+  write_text(tmp / "ok.jpg", "x");
+  std::string lines = "ok.jpg\n";
+  for (int i = 0; i < 8; ++i) lines += "gone" + std::to_string(i) + ".jpg\n";
+  write_text(tmp / "list.txt", lines);
+  ListingReport report;
+  EXPECT_EQ(list_source(tmp / "list.txt", &report).size(), 1u);
+  EXPECT_EQ(report.failed, 8u);
+  ASSERT_EQ(report.first_failures.size(), static_cast<size_t>(kMaxReportedFailures));
+  for (int i = 0; i < kMaxReportedFailures; ++i) {
+    EXPECT_EQ(report.first_failures[i].path, tmp / ("gone" + std::to_string(i) + ".jpg"));
+  }
+}
+
+TEST(ImageSource, TextListIgnoresAUtf8ByteOrderMark) {
+  TempDir tmp;
+  write_text(tmp / "a.jpg", "a");
+  write_text(tmp / "b.jpg", "b");
+  write_text(tmp / "bom.txt",
+             "\xEF\xBB\xBF"
+             "a.jpg\nb.jpg\n");
+  ListingReport report;
+  const std::vector<ImageRef> refs = list_source(tmp / "bom.txt", &report);
+  ASSERT_EQ(refs.size(), 2u);
+  EXPECT_EQ(refs[0].path, tmp / "a.jpg");
+  EXPECT_EQ(refs[1].path, tmp / "b.jpg");
+  EXPECT_EQ(report.failed, 0u);
+  // Only at the start of the file: a BOM on a later line is part of the name.
+  write_text(tmp / "bom2.txt",
+             "a.jpg\n\xEF\xBB\xBF"
+             "b.jpg\n");
+  EXPECT_EQ(list_source(tmp / "bom2.txt", &report).size(), 1u);
+  EXPECT_EQ(report.failed, 1u);
 }
 
 // --- tar shards ----------------------------------------------------------
@@ -190,7 +230,9 @@ TEST(TarReader, ListsImageMembersWithTheirByteRanges) {
   const std::vector<TarEntry> entries = webdataset_entries();
   write_file(shard, make_tar(entries));
 
-  const std::vector<TarMember> members = read_tar_index(shard);
+  const TarIndex index = read_tar_index(shard);
+  const std::vector<TarMember>& members = index.members;
+  EXPECT_EQ(index.truncation, "");
   ASSERT_EQ(members.size(), 6u);  // the directory is not a member with data
   const std::vector<ImageRef> refs = list_source(shard);
   ASSERT_EQ(refs.size(), 4u);
@@ -307,18 +349,58 @@ TEST(TarReader, RejectsMalformedHeaders) {
   expect_source_error(tmp / "text.tar", "checksum");
 }
 
-TEST(TarReader, RejectsTruncatedShards) {
+TEST(TarReader, TruncatedShardKeepsTheMembersBeforeTheCutAndReportsIt) {
   TempDir tmp;
   const std::vector<uint8_t> good = make_tar(webdataset_entries(), /*end_blocks=*/false);
-  // Cut inside the PNG's data: its header is the fifth block (two 1-block
-  // members before it), its 700 bytes follow.
-  std::vector<uint8_t> cut_data(good.begin(), good.begin() + 2048 + 512 + 600);
-  write_file(tmp / "cut_data.tar", cut_data);
-  expect_source_error(tmp / "cut_data.tar", "past the end");
-  // Cut inside a header.
-  std::vector<uint8_t> cut_header(good.begin(), good.begin() + 1024 + 100);
-  write_file(tmp / "cut_header.tar", cut_header);
-  expect_source_error(tmp / "cut_header.tar", "truncated header");
+  // Cut inside the PNG's data: its header is at byte 2048 (two members of a
+  // header and a data block each before it), its 700 bytes follow.
+  const std::string cut_data = tmp / "cut_data.tar";
+  write_file(cut_data, std::vector<uint8_t>(good.begin(), good.begin() + 2048 + 512 + 600));
+  const TarIndex index = read_tar_index(cut_data);
+  ASSERT_EQ(index.members.size(), 2u);
+  EXPECT_EQ(index.members[0].name, "sample0000.jpg");
+  EXPECT_EQ(index.members[1].name, "sample0000.cls");
+  EXPECT_EQ(index.truncated_member, "sample0001.PNG");
+  EXPECT_EQ(index.truncation, "tar shard " + cut_data +
+                                  ": truncated at the header at byte 2048: member data of 700 "
+                                  "bytes runs past the end of the 3160-byte file (an interrupted "
+                                  "download?)");
+  ListingReport report;
+  const std::vector<ImageRef> refs = list_source(cut_data, &report);
+  ASSERT_EQ(refs.size(), 1u);
+  EXPECT_EQ(refs[0].member, "sample0000.jpg");
+  EXPECT_EQ(read_image_bytes(refs[0], 1 << 20), bytes_of("JPEGDATA-0"));
+  EXPECT_EQ(report.failed, 1u);
+  ASSERT_EQ(report.first_failures.size(), 1u);
+  EXPECT_EQ(report.first_failures[0].path, cut_data + ":sample0001.PNG");
+  EXPECT_EQ(report.first_failures[0].message,
+            index.truncation + "; the 1 image members before it are used");
+
+  // Cut inside a header: the members before it are whole.
+  const std::string cut_header = tmp / "cut_header.tar";
+  write_file(cut_header, std::vector<uint8_t>(good.begin(), good.begin() + 2048 + 100));
+  ListingReport header_report;
+  EXPECT_EQ(list_tar(cut_header, &header_report).size(), 1u);
+  ASSERT_EQ(header_report.first_failures.size(), 1u);
+  EXPECT_EQ(header_report.first_failures[0].path, cut_header);
+  EXPECT_NE(header_report.first_failures[0].message.find(
+                "truncated at the header at byte 2048: truncated header (100 bytes left)"),
+            std::string::npos)
+      << header_report.first_failures[0].message;
+
+  // Cut before any image member is whole: the shard yields nothing, an error.
+  const std::string cut_first = tmp / "cut_first.tar";
+  write_file(cut_first, std::vector<uint8_t>(good.begin(), good.begin() + 512 + 4));
+  try {
+    list_source(cut_first);
+    FAIL() << "expected SourceError";
+  } catch (const SourceError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "tar shard " + cut_first +
+                  ": truncated at the header at byte 0: member data of 10 bytes runs past the "
+                  "end of the 516-byte file (an interrupted download?); no complete image member "
+                  "before it");
+  }
   // Without end-of-archive blocks but otherwise whole: accepted.
   write_file(tmp / "no_end.tar", good);
   EXPECT_EQ(list_tar(tmp / "no_end.tar").size(), 4u);
@@ -339,15 +421,17 @@ TEST(TarReader, NeverCrashesOnCorruptedShards) {
     const std::string path = tmp / "fuzz.tar";
     write_file(path, bytes);
     try {
-      for (const ImageRef& ref : list_tar(path)) {
+      ListingReport report;
+      for (const ImageRef& ref : list_tar(path, &report)) {
         const std::vector<uint8_t> data = read_image_bytes(ref, 1 << 20);
         EXPECT_EQ(data.size(), ref.size);
       }
+      rejected += report.failed > 0;  // a cut shard listed up to the cut
     } catch (const SourceError&) {
       ++rejected;
     }
   }
-  EXPECT_GT(rejected, 100);  // most corruptions are caught, none crashes
+  EXPECT_GT(rejected, 100);  // most corruptions are caught or reported, none crashes
 }
 
 TEST(ImageSource, ReadImageBytesGuards) {
