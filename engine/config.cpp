@@ -476,8 +476,11 @@ void Loader::load_pool(const YAML::Node& node, const Config& config, PoolConfig*
     r.threads = get_int("pool.refresh.threads", v, 0, kMaxThreads);
   if (const YAML::Node v = value(refresh, "max_per_second")) {
     r.max_per_second = get_double("pool.refresh.max_per_second", v);
-    if (r.max_per_second < 0)
-      fail("pool.refresh.max_per_second", "must be >= 0 (0: no cap), got " + v.Scalar(), v);
+    if (r.max_per_second != 0 && !(r.max_per_second >= kMinMaxPerSecond)) {
+      std::ostringstream range;
+      range << "must be 0 (no cap) or >= " << kMinMaxPerSecond << " images per second, got ";
+      fail("pool.refresh.max_per_second", range.str() + v.Scalar(), v);
+    }
   }
   if (const YAML::Node v = value(refresh, "mode"))
     r.mode = get_choice("pool.refresh.mode", v, {"async", "sync"}) == "sync" ? RefreshMode::kSync

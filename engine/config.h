@@ -71,7 +71,8 @@ struct RefreshConfig {
   // Background decoder threads (async mode). 0: the pool is filled once and
   // never refreshed.
   int64_t threads = 1;
-  // Cap on images uploaded per second across threads (async mode); 0: no cap.
+  // Cap on images decoded per second across threads (async mode); 0: no
+  // cap, else at least kMinMaxPerSecond (refresh_mode.h).
   double max_per_second = 0.0;
   // async: threads refresh in the background (fast, not reproducible).
   // sync: `per_call` images per augment call from a seeded file order (exact).

@@ -66,9 +66,10 @@ DistractorPoolOptions pool_options(const Config& config, const c10::Device& devi
   o.width = static_cast<int>(w);
   o.channels = static_cast<int>(config.frames.channels);
   o.device = device;
-  // refresh.threads = 0 means "fill once, never refresh": the pool still
-  // needs one thread to fill, and the engine then never calls the refresh.
-  o.threads = static_cast<int>(std::max<int64_t>(1, p.refresh.threads));
+  // refresh.threads = 0 means "fill once, never refresh": the pool fills
+  // with one thread and starts no worker, and the engine never calls the
+  // refresh in async mode.
+  o.threads = static_cast<int>(p.refresh.threads);
   o.max_per_second = p.refresh.max_per_second;
   o.mode = p.refresh.mode;
   o.per_call = p.refresh.per_call;

@@ -3,8 +3,9 @@
 //   - per worker: two SPSC queues of staging slot indices (ready, free), and
 //     staged_[k] (written by the owning worker before it pushes k to ready,
 //     read by the consumer after it pops k: ordered by the queue);
-//   - atomics (stop_, counters, next_serial_) and, under mu_, the condition
-//     variable the workers sleep on (free slot, rate token, stop);
+//   - atomics (stop_, counters, next_serial_, failures_in_a_row_) and, under
+//     mu_, the condition variable the workers sleep on (free slot, rate
+//     token, back-off after failures, stop);
 //   - failures_ under failures_mu_, worker_error_ under error_mu_.
 #include "engine/pool/distractor_pool.h"
 
@@ -45,6 +46,10 @@ namespace obsaug {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A worker's sleep after 2 N failed decodes in a row (distractor_pool.h, Faults).
+constexpr std::chrono::milliseconds kFirstBackoff{10};
+constexpr std::chrono::milliseconds kMaxBackoff{1000};
 
 struct StagedImage {
   uint64_t serial = 0;
@@ -98,6 +103,7 @@ struct DistractorPool::Impl {
   void record_failure(const ImageRef& ref, const char* message);
   bool wait_for_free_slot(Worker& me, uint32_t* slot);
   bool wait_for_rate_token();
+  bool sleep_unless_stopped(Clock::duration duration);
 
   void prepare_async();
   void prepare_sync();
@@ -146,6 +152,7 @@ struct DistractorPool::Impl {
   std::atomic<uint64_t> next_serial_{0};
   std::atomic<uint64_t> decoded_{0}, failed_{0}, uploaded_{0}, queued_{0}, calls_{0};
   std::atomic<uint64_t> written_call_sum_{0};  // sum over slots of SlotInfo::written_call
+  std::atomic<uint64_t> failures_in_a_row_{0};  // async decodes since the last success
   mutable std::mutex failures_mu_;
   std::vector<DecodeFailure> failures_;
   std::mutex error_mu_;
@@ -158,6 +165,8 @@ DistractorPool::Impl::Impl(DistractorPoolOptions opts) : opts_(std::move(opts)) 
   opts_.device = with_current_index(opts_.device);
   ListingReport report;
   refs_ = shard_refs(list_sources(opts_.sources, &report), opts_.rank, opts_.world_size);
+  failed_ = report.failed;  // missing list entries, truncated shards: counted with the rest
+  failures_ = std::move(report.first_failures);
   if (refs_.size() > UINT32_MAX) {
     throw std::invalid_argument("DistractorPool: at most 2^32 - 1 images per rank, got " +
                                 std::to_string(refs_.size()));
@@ -213,10 +222,11 @@ void DistractorPool::Impl::validate() const {
   if (opts_.channels != 1 && opts_.channels != 3) {
     bad << "channels must be 1 or 3, got " << opts_.channels << "; ";
   }
-  if (opts_.threads < 1) bad << "threads must be >= 1, got " << opts_.threads << "; ";
+  if (opts_.threads < 0) bad << "threads must be >= 0, got " << opts_.threads << "; ";
   if (opts_.worker_nice < 0) bad << "worker_nice must be >= 0, got " << opts_.worker_nice << "; ";
-  if (!(opts_.max_per_second >= 0)) {
-    bad << "max_per_second must be >= 0 (0 = no cap), got " << opts_.max_per_second << "; ";
+  if (opts_.max_per_second != 0 && !(opts_.max_per_second >= kMinMaxPerSecond)) {
+    bad << "max_per_second must be 0 (no cap) or >= " << kMinMaxPerSecond << ", got "
+        << opts_.max_per_second << "; ";
   }
   if (opts_.mode == RefreshMode::kSync && opts_.per_call < 1) {
     bad << "per_call must be >= 1 in sync mode, got " << opts_.per_call << "; ";
@@ -268,7 +278,10 @@ bool DistractorPool::Impl::decode_one(ImageDecoder& decoder, uint64_t serial, ui
 
 // Deterministic whatever the thread timing: pass 1 gives slot k serial k;
 // each further pass gives the still-empty slots, in slot order, the next
-// serials. Throws once a whole epoch's worth of attempts decoded nothing.
+// serials. Throws once the serials since the last success include a whole
+// epoch (serials e*N .. e*N + N-1, every file once): then every file failed.
+// Counting N failures would not do: N consecutive serials may straddle two
+// epochs and miss the only good files of both.
 void DistractorPool::Impl::fill() {
   const int64_t P = opts_.size;
   at::Tensor host = at::empty({P, opts_.channels, opts_.height, opts_.width},
@@ -278,8 +291,9 @@ void DistractorPool::Impl::fill() {
 
   std::vector<int64_t> empty_slots(static_cast<size_t>(P));
   for (int64_t k = 0; k < P; ++k) empty_slots[static_cast<size_t>(k)] = k;
+  const uint64_t n = refs_.size();
   uint64_t serial_base = 0;
-  uint64_t attempts_without_success = 0;
+  uint64_t failing_since = 0;  // the serial after the newest success
   std::atomic<int64_t> filled{0};
   while (!empty_slots.empty()) {
     const size_t m = empty_slots.size();
@@ -307,7 +321,8 @@ void DistractorPool::Impl::fill() {
       }
       --running;
     };
-    const int n_threads = static_cast<int>(std::min<size_t>(static_cast<size_t>(opts_.threads), m));
+    const int n_threads =
+        static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(1, opts_.threads)), m));
     std::vector<std::thread> threads;
     running = n_threads;
     for (int t = 0; t < n_threads; ++t) threads.emplace_back(job);
@@ -321,23 +336,22 @@ void DistractorPool::Impl::fill() {
     if (error) std::rethrow_exception(error);
 
     std::vector<int64_t> still_empty;
-    size_t successes = 0;
     for (size_t i = 0; i < m; ++i) {
       const auto slot = static_cast<size_t>(empty_slots[i]);
       if (!ok[i]) {
         still_empty.push_back(empty_slots[i]);
         continue;
       }
-      ++successes;
+      failing_since = serial_base + i + 1;
       slots_[slot] = SlotInfo{staged[i].serial, staged[i].ref_index, staged[i].checksum,
                               static_cast<uint64_t>(slot), 0};
     }
     serial_base += m;
-    attempts_without_success = successes ? 0 : attempts_without_success + m;
-    if (attempts_without_success >= refs_.size()) {
+    const uint64_t first_whole_epoch = (failing_since + n - 1) / n * n;
+    if (serial_base >= first_whole_epoch + n) {
       std::ostringstream msg;
-      msg << "DistractorPool: no usable image in " << join_paths(opts_.sources) << ": all "
-          << refs_.size() << " listed files failed to decode";
+      msg << "DistractorPool: no usable image in " << join_paths(opts_.sources) << ": all " << n
+          << " listed files failed to read or decode";
       std::lock_guard<std::mutex> lock(failures_mu_);
       for (const auto& f : failures_) msg << "; " << f.message;
       throw SourceError(msg.str());
@@ -365,6 +379,12 @@ void DistractorPool::Impl::start_workers() {
   for (size_t w = 0; w < workers_.size(); ++w) {
     workers_[w]->thread = std::thread([this, w] { worker_main(w); });
   }
+}
+
+// False when stopped (before or during the sleep).
+bool DistractorPool::Impl::sleep_unless_stopped(Clock::duration duration) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !cv_.wait_for(lock, duration, [&] { return stop_.load(); });
 }
 
 bool DistractorPool::Impl::wait_for_free_slot(Worker& me, uint32_t* slot) {
@@ -396,14 +416,21 @@ void DistractorPool::Impl::worker_main(size_t w) {
     ImageDecoder decoder(opts_.limits);
     uint32_t k = 0;
     bool holding = false;  // a free staging slot kept across failed decodes
+    Clock::duration backoff = kFirstBackoff;
+    const uint64_t give_up_streak = 2 * static_cast<uint64_t>(refs_.size());
     while (!stop_.load()) {
       if (!holding && !(holding = wait_for_free_slot(me, &k))) break;
       if (!wait_for_rate_token()) break;
       const uint64_t serial = next_serial_.fetch_add(1);
       if (decode_one(decoder, serial, staging_ptr(k), &staged_[k])) {
+        failures_in_a_row_.store(0);
+        backoff = kFirstBackoff;
         queued_.fetch_add(1);  // before the push, so queue_depth never underflows
         if (!me.ready.push(k)) throw std::logic_error("DistractorPool: ready queue overflow");
         holding = false;
+      } else if (failures_in_a_row_.fetch_add(1) + 1 >= give_up_streak) {
+        if (!sleep_unless_stopped(backoff)) break;
+        backoff = std::min<Clock::duration>(2 * backoff, kMaxBackoff);
       }
     }
   } catch (...) {

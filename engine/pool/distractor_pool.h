@@ -5,14 +5,17 @@
 // Life cycle
 //   - The constructor lists the sources (SourceError naming the path when one
 //     holds no image), shards them by (rank, world_size), and fills all P
-//     slots with `threads` temporary threads (a progress line on stderr when
-//     it is a terminal). The fill is deterministic: slot k holds the k-th
-//     image of the seeded file order that decoded successfully.
+//     slots with max(1, `threads`) temporary threads (a progress line on
+//     stderr when it is a terminal). The fill is deterministic: slot k holds
+//     the k-th image of the seeded file order that decoded successfully. It
+//     gives up (SourceError) only once a run of consecutive failures covers a
+//     whole epoch of the file order, i.e. every file failed.
 //   - async mode: `threads` workers then decode continuously into staging
 //     slots (pinned host memory when the device is CUDA). Each worker owns
 //     `kStagingPerWorker` staging slots and two Boost.Lockfree SPSC queues:
 //     `ready` (worker -> consumer: staged slot indices) and `free` (consumer
-//     -> worker: slots that may be overwritten again).
+//     -> worker: slots that may be overwritten again). threads = 0 starts no
+//     worker: the pool keeps its fill and prepare_for_augment() does nothing.
 //   - sync mode: no background threads; each prepare_for_augment() decodes
 //     `per_call` images on the calling thread from the seeded file order, so
 //     the pool's content after N calls is a pure function of (sources, seed,
@@ -44,8 +47,13 @@
 //
 // Faults: a file that fails to read or decode (zero-byte, truncated, not an
 // image, too large, deleted mid-run) is skipped and counted, the first
-// kMaxReportedFailures kept with their messages. Any other exception in a
-// worker ends that worker and is rethrown by the next prepare_for_augment().
+// kMaxReportedFailures kept with their messages; so are what the listing
+// skipped (.txt entries naming no file, a truncated tar shard: ListingReport).
+// When 2 N decodes in a row have failed (N = this rank's files: every file,
+// e.g. the folder vanished), each async worker sleeps before its next try,
+// 10 ms doubling up to 1 s, until a decode succeeds again; close() wakes it.
+// Any other exception in a worker ends that worker and is rethrown by the
+// next prepare_for_augment().
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -74,8 +82,12 @@ struct DistractorPoolOptions {
   int width = 84;                    // Wp
   int channels = 3;                  // C: 3 (RGB) or 1 (grayscale)
   c10::Device device = c10::Device(c10::kCPU);
-  int threads = 2;            // fill threads, and decoder workers in async mode
-  double max_per_second = 0;  // async decode rate cap over all workers; 0 = none
+  // Fill threads (0 fills with one), and decoder workers in async mode (0:
+  // none, the pool is never refreshed).
+  int threads = 2;
+  // Async decode rate cap over all workers: 0 (none) or at least
+  // kMinMaxPerSecond (engine/pool/refresh_mode.h).
+  double max_per_second = 0;
   int worker_nice = 10;       // async workers run this much nicer than the caller
                               // (Linux), so decoding yields to the augment thread
   RefreshMode mode = RefreshMode::kAsync;
@@ -98,7 +110,7 @@ using DecodeFailure = SourceFailure;
 
 struct DistractorPoolStats {
   uint64_t decoded = 0;       // images decoded successfully (fill included)
-  uint64_t failed = 0;        // images skipped because they failed to read or decode
+  uint64_t failed = 0;        // images that failed to read or decode, + the listing's skips
   uint64_t uploaded = 0;      // images written into the pool after the fill
   double decode_rate = 0;     // decoded / seconds since construction began
   double mean_age_calls = 0;  // mean over slots of prepare calls since the slot was written

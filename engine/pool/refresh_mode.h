@@ -10,4 +10,9 @@ namespace obsaug {
 // (bit-reproducible).
 enum class RefreshMode { kAsync, kSync };
 
+// The smallest non-zero refresh rate cap (max_per_second; 0 means no cap):
+// one image per 1000 s. Smaller caps are refused, not clamped: the interval
+// between decodes would overflow the clock.
+constexpr double kMinMaxPerSecond = 1e-3;
+
 }  // namespace obsaug

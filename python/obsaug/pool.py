@@ -47,8 +47,11 @@ class DistractorPool(Closing):
 
         sources: a path or a list of paths. image_size: ``H`` or ``(H, W)`` of each
         slot (random-resized-cropped to it). channels: 3 (RGB) or 1 (grayscale).
-        threads: fill threads, and the decoder threads of mode="async".
-        max_per_second: async decode rate cap over all threads (0: none).
+        threads: fill threads (0 fills with one), and the decoder threads of
+        mode="async" (0: none, the pool keeps its fill).
+        max_per_second: async decode rate cap over all threads: 0 (none) or >= 0.001.
+        When every file fails (the folder vanished), the decoder threads back off,
+        sleeping up to a second between tries, until one decodes again.
         per_call: images one ``refresh()`` decodes in mode="sync". seed: file order,
         crops and flips. progress: a progress line during the fill (on a terminal).
         worker_nice: how much nicer than the caller the decoder threads run (Linux).
@@ -79,7 +82,8 @@ class DistractorPool(Closing):
 
     def stats(self) -> Dict[str, Any]:
         """decoded, failed, uploaded, decode_rate, mean_age_calls, queue_depth, calls and
-        first_failures (up to 5 ``{"path", "message"}`` of files that failed)."""
+        first_failures (up to 5 ``{"path", "message"}`` of inputs that failed: files that
+        did not read or decode, .txt entries naming no file, truncated tar shards)."""
         return self._native.stats()
 
     @property

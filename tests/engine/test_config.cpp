@@ -216,7 +216,9 @@ TEST_F(ConfigText, OutOfRange) {
   expect("pool: {image_size: [84, -1]}", "pool.image_size[1]", {"must be in 1..1073741824"});
   expect("pool: {refresh: {threads: -1}}", "pool.refresh.threads", {"must be in 0..1024, got -1"});
   expect("pool: {refresh: {max_per_second: -3}}", "pool.refresh.max_per_second",
-         {"must be >= 0 (0: no cap), got -3"});
+         {"must be 0 (no cap) or >= 0.001 images per second, got -3"});
+  expect("pool: {refresh: {max_per_second: 1e-300}}", "pool.refresh.max_per_second",
+         {"must be 0 (no cap) or >= 0.001 images per second, got 1e-300"});
   expect("pool: {refresh: {mode: sync, per_call: 0}}", "pool.refresh.per_call",
          {"must be >= 1 in sync mode", "got 0"});
   expect("pool: {size: 4, refresh: {mode: sync, per_call: 5}}", "pool.refresh.per_call",

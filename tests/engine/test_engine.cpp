@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -235,6 +236,23 @@ TEST(Engine, ThreadsAugmentWhileAsyncRefreshRuns) {
   EXPECT_EQ(engine.step(), static_cast<uint64_t>(kThreads * kCalls));
   EXPECT_EQ(engine.stats().calls, static_cast<uint64_t>(kThreads * kCalls));
   EXPECT_EQ(engine.pool()->stats().calls, static_cast<uint64_t>(kThreads * kCalls));
+}
+
+// refresh.threads = 0 in async mode: the pool is filled and nothing more is
+// decoded or staged (no worker thread).
+TEST(Engine, ZeroRefreshThreadsFillOnceAndDecodeNothingMore) {
+  SKIP_WITHOUT_PHOTOS();
+  Config config = small_config("async", 6);
+  config.pool.refresh.threads = 0;
+  Engine engine(config);
+  const at::Tensor pool0 = engine.pool()->images().clone();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (int i = 0; i < 3; ++i) engine.augment(random_obs(2, 9, 40, 48, i));
+  const EngineStats s = engine.stats();
+  EXPECT_EQ(s.pool_decoded, 6u);
+  EXPECT_EQ(s.pool_uploaded, 0u);
+  EXPECT_EQ(s.pool_queue_depth, 0u);
+  EXPECT_TRUE(at::equal(engine.pool()->images(), pool0));
 }
 
 TEST(Engine, WrongInputsNameExpectedAndGot) {

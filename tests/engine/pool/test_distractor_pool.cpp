@@ -10,8 +10,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +28,7 @@ namespace {
 using Bytes = std::vector<uint8_t>;
 using testing::TempDir;
 using testing::write_file;
+using testing::write_text;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
@@ -535,6 +539,166 @@ TEST(DistractorPool, GrayscaleAndShardedPools) {
   EXPECT_EQ(pool.images().size(1), 1);
   EXPECT_EQ(pool.refs().size(), 3u);
   expect_slots_consistent(pool, /*redecode=*/true);
+}
+
+// 10 files of which only f00 and f01 decode, P = 64: after the first pass
+// most slots are full and later passes try a few serials each, so runs of
+// ten and more failed serials are common; with seed 23 such a run straddles
+// two epochs, and a fill that gave up after N consecutive failures failed
+// although both good files were never tried in it.
+TEST(DistractorPool, FillGivesUpOnlyWhenEveryFileFailedWithinAnEpoch) {
+  TempDir dir;
+  for (int i = 0; i < 10; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "f%02d.jpg", i);
+    write_file(dir / name, i < 2 ? make_jpeg(64, 48, i) : Bytes(300, 0x42));
+  }
+  DistractorPoolOptions o = small_options(dir, 64, RefreshMode::kSync);
+  for (const uint64_t seed : {23, 26, 32, 35, 37}) {
+    o.seed = seed;
+    std::unique_ptr<DistractorPool> pool;
+    ASSERT_NO_THROW(pool = std::make_unique<DistractorPool>(o)) << "seed " << seed;
+    for (int64_t k = 0; k < 64; ++k) ASSERT_LT(pool->slot_info(k).ref_index, 2u);
+    EXPECT_GT(pool->stats().failed, 0u);
+  }
+
+  // Every file fails: the error says so, after at most two epochs of serials.
+  TempDir bad;
+  for (int i = 0; i < 10; ++i)
+    write_file(bad / ("b" + std::to_string(i) + ".jpg"), Bytes(300, 0x42));
+  DistractorPoolOptions ob = small_options(bad, 64, RefreshMode::kSync);
+  try {
+    DistractorPool pool(ob);
+    FAIL() << "expected SourceError";
+  } catch (const SourceError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("DistractorPool: no usable image in " + bad.path().string() +
+                                   ": all 10 listed files failed to read or decode"),
+        std::string::npos)
+        << e.what();
+  }
+}
+
+// What the listing skipped is counted and reported with the decode failures.
+TEST(DistractorPool, ListingFailuresAreCountedAndReported) {
+  JpegDir dir(3);
+  write_text(dir / "list.txt", "img00.jpg\nmissing1.jpg\nimg01.jpg\nmissing2.jpg\n");
+  // A shard cut inside its second member: the first one is used.
+  const Bytes jpeg = make_jpeg(64, 48, 5);
+  Bytes shard(512, 0);
+  std::snprintf(reinterpret_cast<char*>(shard.data()), 100, "first.jpg");
+  std::snprintf(reinterpret_cast<char*>(&shard[100]), 8, "%07o", 0644);
+  std::snprintf(reinterpret_cast<char*>(&shard[124]), 12, "%011llo",
+                static_cast<unsigned long long>(jpeg.size()));
+  shard[156] = '0';
+  std::memset(&shard[148], ' ', 8);
+  unsigned sum = 0;
+  for (uint8_t c : shard) sum += c;
+  std::snprintf(reinterpret_cast<char*>(&shard[148]), 8, "%06o", sum);
+  Bytes second_header = shard;  // the same header again, cut after 200 bytes
+  shard.insert(shard.end(), jpeg.begin(), jpeg.end());
+  shard.resize(512 + (jpeg.size() + 511) / 512 * 512, 0);
+  shard.insert(shard.end(), second_header.begin(), second_header.begin() + 200);
+  write_file(dir / "cut.tar", shard);
+
+  DistractorPoolOptions o = small_options(dir, 4, RefreshMode::kSync);
+  o.sources = {dir / "list.txt", dir / "cut.tar"};
+  DistractorPool pool(o);
+  EXPECT_EQ(pool.refs().size(), 3u);
+  const DistractorPoolStats s = pool.stats();
+  EXPECT_EQ(s.failed, 3u);
+  ASSERT_EQ(s.first_failures.size(), 3u);
+  EXPECT_EQ(s.first_failures[0].path, dir / "missing1.jpg");
+  EXPECT_EQ(s.first_failures[1].path, dir / "missing2.jpg");
+  EXPECT_NE(s.first_failures[1].message.find("list.txt line 4: "), std::string::npos)
+      << s.first_failures[1].message;
+  EXPECT_EQ(s.first_failures[2].path, dir / "cut.tar");
+  EXPECT_NE(s.first_failures[2].message.find("truncated header (200 bytes left)"),
+            std::string::npos)
+      << s.first_failures[2].message;
+}
+
+// The folder vanishes: every decode fails. The workers back off instead of
+// spinning, close() still returns at once, and a success resets the back-off.
+TEST(DistractorPool, WorkersBackOffWhileEveryFileFails) {
+  JpegDir dir(4);
+  DistractorPool pool(small_options(dir, 2, RefreshMode::kAsync));
+  for (int i = 0; i < 4; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "img%02d.jpg", i);
+    std::filesystem::remove(dir / name);
+  }
+  // Uploads free the staging slots, so both workers decode (and fail).
+  ASSERT_TRUE(prepare_until(pool, [&] { return pool.stats().failed >= 8; }));
+  pool.prepare_for_augment();
+  const uint64_t before = pool.stats().failed;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  // Two workers sleeping 10, 20, 40 ... ms try about 7 times each in a
+  // second; spinning, they fail thousands of times.
+  EXPECT_LT(pool.stats().failed - before, 40u);
+
+  write_jpegs(dir, 4);
+  const uint64_t uploaded = pool.stats().uploaded;
+  EXPECT_TRUE(prepare_until(
+      pool, [&] { return pool.stats().uploaded >= uploaded + 4; }, 5));
+
+  for (int i = 0; i < 4; ++i) {  // back off again, to the longest sleeps
+    char name[32];
+    std::snprintf(name, sizeof name, "img%02d.jpg", i);
+    std::filesystem::remove(dir / name);
+  }
+  const uint64_t failed_again = pool.stats().failed;
+  ASSERT_TRUE(prepare_until(pool, [&] { return pool.stats().failed >= failed_again + 8; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const auto start = Clock::now();
+  pool.close();
+  EXPECT_LT(seconds_since(start), 0.25);
+}
+
+TEST(DistractorPool, RateCapBelowTheMinimumIsRejected) {
+  JpegDir dir(2);
+  DistractorPoolOptions o = small_options(dir, 2, RefreshMode::kAsync);
+  for (const double rate : {1e-300, 1e-9, -1.0}) {
+    o.max_per_second = rate;
+    try {
+      DistractorPool pool(o);
+      FAIL() << "expected invalid_argument for " << rate;
+    } catch (const std::invalid_argument& e) {
+      std::ostringstream want;
+      want << "max_per_second must be 0 (no cap) or >= 0.001, got " << rate;
+      EXPECT_NE(std::string(e.what()).find(want.str()), std::string::npos) << e.what();
+    }
+  }
+  o.max_per_second = kMinMaxPerSecond;  // the slowest cap: works, closes at once
+  DistractorPool pool(o);
+  const auto start = Clock::now();
+  pool.close();
+  EXPECT_LT(seconds_since(start), 0.25);
+}
+
+// threads = 0: filled (by one thread), then never refreshed, no worker.
+TEST(DistractorPool, ZeroThreadsFillsOnceAndStartsNoWorker) {
+  JpegDir dir(5);
+  DistractorPoolOptions o = small_options(dir, 4, RefreshMode::kAsync);
+  o.threads = 0;
+  DistractorPool pool(o);
+  expect_slots_consistent(pool, /*redecode=*/true);
+  const at::Tensor filled = pool.images().clone();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  pool.prepare_for_augment();
+  const DistractorPoolStats s = pool.stats();
+  EXPECT_EQ(s.decoded, 4u);
+  EXPECT_EQ(s.uploaded, 0u);
+  EXPECT_EQ(s.queue_depth, 0u);
+  EXPECT_TRUE(at::equal(pool.images(), filled));
+
+  o.threads = -1;
+  try {
+    DistractorPool bad(o);
+    FAIL() << "expected invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("threads must be >= 0, got -1"), std::string::npos);
+  }
 }
 
 // CUDA: the same stress loop on the device; the pool is read back after a
