@@ -380,6 +380,7 @@ EngineStats Engine::stats() const {
     s.pool_decode_rate = p.decode_rate;
     s.pool_mean_age_calls = p.mean_age_calls;
     s.pool_queue_depth = p.queue_depth;
+    s.pool_first_failures = p.first_failures;
   }
   return s;
 }

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "engine/config.h"
+#include "engine/source/image_source.h"
 
 namespace obsaug {
 
@@ -60,6 +61,10 @@ struct EngineStats {
   double pool_decode_rate = 0;
   double pool_mean_age_calls = 0;
   uint64_t pool_queue_depth = 0;
+  // The first kMaxReportedFailures skipped inputs, each with the reason
+  // (DistractorPoolStats::first_failures): unreadable or undecodable files,
+  // missing .txt entries, truncated shards. pool_failed counts them all.
+  std::vector<SourceFailure> pool_first_failures;
 };
 
 // What a resumed run needs to continue the same stream of augmentations.

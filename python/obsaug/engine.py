@@ -170,7 +170,9 @@ class Engine(Closing):
         return self._native.pool_images
 
     def stats(self) -> Dict[str, Any]:
-        """Counters: calls, samples, step, has_pool and the pool's ``pool_*`` statistics."""
+        """Counters: calls, samples, step, has_pool and the pool's ``pool_*`` statistics
+        (``DistractorPool.stats`` with the prefix); ``pool_first_failures`` lists up to 5
+        ``{"path", "message"}`` of the inputs the pool skipped (``pool_failed`` counts all)."""
         return self._native.stats()
 
     def state_dict(self) -> Dict[str, Any]:

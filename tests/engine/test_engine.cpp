@@ -255,6 +255,26 @@ TEST(Engine, ZeroRefreshThreadsFillOnceAndDecodeNothingMore) {
   EXPECT_TRUE(at::equal(engine.pool()->images(), pool0));
 }
 
+// stats() names the first inputs the pool skipped, not only their number.
+TEST(Engine, StatsReportTheFirstFailures) {
+  SKIP_WITHOUT_PHOTOS();
+  testing::TempDir dir;
+  testing::write_text(dir / "list.txt", kPhotos + "/lomiri_bridge.jpg\n" + kPhotos +
+                                            "/no_such_photo.jpg\nbroken.jpg\n");
+  testing::write_text(dir / "broken.jpg", "not a jpeg");
+  Config config = small_config("sync", 4);
+  config.pool.sources = {dir / "list.txt"};
+  Engine engine(config);
+  for (int i = 0; i < 3; ++i) engine.augment(random_obs(2, 9, 40, 48, i));
+  const EngineStats s = engine.stats();
+  EXPECT_GE(s.pool_failed, 2u);
+  ASSERT_GE(s.pool_first_failures.size(), 2u);
+  EXPECT_EQ(s.pool_first_failures[0].path, kPhotos + "/no_such_photo.jpg");
+  EXPECT_NE(s.pool_first_failures[0].message.find("No such file or directory"), std::string::npos);
+  EXPECT_EQ(s.pool_first_failures[1].path, dir / "broken.jpg");
+  EXPECT_EQ(s.pool_failed, engine.pool()->stats().failed);
+}
+
 TEST(Engine, WrongInputsNameExpectedAndGot) {
   SKIP_WITHOUT_PHOTOS();
   Config config = small_config("async");

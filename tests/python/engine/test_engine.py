@@ -16,7 +16,8 @@ from conftest import CONFIGS, PHOTOS, needs_engine
 pytestmark = needs_engine
 
 STATS_KEYS = {"calls", "samples", "step", "has_pool", "pool_decoded", "pool_failed",
-              "pool_uploaded", "pool_decode_rate", "pool_mean_age_calls", "pool_queue_depth"}
+              "pool_uploaded", "pool_decode_rate", "pool_mean_age_calls", "pool_queue_depth",
+              "pool_first_failures"}
 
 
 def small_config(mode="async", threads=2, seed=3, **output):
@@ -130,6 +131,7 @@ def test_stats_keys_and_counts():
         assert set(stats) == STATS_KEYS
         assert stats["calls"] == 2 and stats["samples"] == 5 and stats["step"] == 2
         assert stats["has_pool"] and stats["pool_decoded"] >= 12
+        assert stats["pool_failed"] == 0 and stats["pool_first_failures"] == []
 
 
 def test_context_manager_closes():

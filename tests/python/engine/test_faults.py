@@ -185,8 +185,8 @@ def test_async_refresh_survives_files_corrupted_deleted_and_swapped(tmp_path):
 
 @needs_engine
 def test_pool_reports_the_first_failing_paths(tmp_path):
-    """obsaug.DistractorPool exposes first_failures (the Engine's stats only count):
-    the reported paths are exactly the broken files, each with a message."""
+    """obsaug.DistractorPool exposes first_failures: the reported paths are exactly
+    the broken files, each with a message."""
     src = tmp_path / "photos"
     names, _ = copy_photos(src, n=8)
     bad = {"zero.jpg": b"", "noise.jpg": garbage(5000, 1),
@@ -216,6 +216,31 @@ def test_pool_reports_the_first_failing_paths(tmp_path):
             reported[names[1]]
     finally:
         pool.close()
+
+
+@needs_engine
+def test_engine_stats_name_the_first_failures(tmp_path):
+    """Engine.stats()["pool_first_failures"]: the pool's first skipped inputs with their
+    reasons, a .txt entry naming no file (counted at listing) and an undecodable file."""
+    src = tmp_path / "photos"
+    names, _ = copy_photos(src, n=2)
+    (src / "noise.jpg").write_bytes(garbage(3000, 3))
+    listing = tmp_path / "list.txt"
+    listing.write_text("\ufeff" + "\n".join(
+        [str(src / names[0]), str(src / "gone.jpg"), str(src / "noise.jpg"), str(src / names[1])])
+        + "\n", encoding="utf-8")                  # a BOM, as Windows editors write it
+    cfg = engine_config(listing, pool_size=4)
+    cfg["pool"]["refresh"] = {"threads": 1, "mode": "sync", "per_call": 2}
+    with obsaug.Engine(cfg) as eng:
+        assert len(eng.pool_files()) == 3
+        for _ in range(4):
+            eng.augment(torch.zeros(2, 9, HW, HW, dtype=torch.uint8))
+        s = eng.stats()
+    failures = s["pool_first_failures"]
+    assert [f["path"] for f in failures[:2]] == [str(src / "gone.jpg"), str(src / "noise.jpg")], s
+    assert "list.txt line 2: " in failures[0]["message"], failures[0]
+    assert "noise.jpg" in failures[1]["message"], failures[1]
+    assert s["pool_failed"] >= 2 and len(failures) <= 5, s
 
 
 # ------------------------------------------------------------------ 2. source directory gone
