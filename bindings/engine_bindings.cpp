@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "bindings/grad_refusal.h"
 #include "bindings/schema_bindings.h"
 #include "engine/config.h"
 #include "engine/engine.h"
@@ -143,6 +144,7 @@ void bind_engine(py::module& m) {
           "augment",
           [](Engine& e, const at::Tensor& obs, std::optional<uint64_t> step,
              const std::optional<at::Tensor>& out) {
+            bindings::refuse_grad(obs, "Engine.augment", "obs");
             return e.augment(obs, step, out_tensor(out));
           },
           py::arg("obs"), py::arg("step") = py::none(), py::arg("out") = py::none(),
@@ -151,13 +153,19 @@ void bind_engine(py::module& m) {
           "gather_augment",
           [](Engine& e, const at::Tensor& storage, const at::Tensor& indices,
              std::optional<uint64_t> step, const std::optional<at::Tensor>& out) {
+            bindings::refuse_grad(storage, "Engine.gather_augment", "storage");
             return e.gather_augment(storage, indices, step, /*check_indices=*/true,
                                     out_tensor(out));
           },
           py::arg("storage"), py::arg("indices"), py::arg("step") = py::none(),
           py::arg("out") = py::none(), py::call_guard<py::gil_scoped_release>())
-      .def("augment_", &Engine::augment_, py::arg("obs"), py::arg("step") = py::none(),
-           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "augment_",
+          [](Engine& e, const at::Tensor& obs, std::optional<uint64_t> step) {
+            bindings::refuse_grad(obs, "Engine.augment_", "obs");
+            e.augment_(obs, step);
+          },
+          py::arg("obs"), py::arg("step") = py::none(), py::call_guard<py::gil_scoped_release>())
       .def(
           "gather_augment_for",
           [](Engine& e, const at::Tensor& storage, const at::Tensor& indices, uint64_t seed,

@@ -2,12 +2,15 @@
 
 #include <c10/util/Exception.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>  // at::Tensor, at::ScalarType <-> torch
 
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kernels/augment.h"
+#include "kernels/input_checks.h"
 #include "kernels/name_table.h"
 
 namespace py = pybind11;
@@ -111,6 +114,21 @@ std::vector<std::pair<Side, Side>> frame_sizes_of_text(const std::string& pipeli
   return out;
 }
 
+// The fake kernels' input checks: the eager ops' own (kernels/input_checks.h).
+void check_augment_inputs(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
+                          const std::string& pipeline, std::optional<at::ScalarType> out_dtype,
+                          double scale, double bias) {
+  ops::check_augment_inputs(obs, pool, parse_pipeline(pipeline),
+                            ops::OutputOptions{out_dtype, scale, bias}, ops::Devices::kOrMeta);
+}
+
+void check_gather_inputs(const at::Tensor& storage, const std::optional<at::Tensor>& pool,
+                         const std::string& pipeline, std::optional<at::ScalarType> out_dtype,
+                         double scale, double bias) {
+  ops::check_gather_inputs(storage, pool, parse_pipeline(pipeline),
+                           ops::OutputOptions{out_dtype, scale, bias}, ops::Devices::kOrMeta);
+}
+
 }  // namespace
 
 py::dict op_dict(const OpSpec& op) {
@@ -133,6 +151,14 @@ void bind_schema(py::module& m) {
         "Frame size (height, width) at each op's input and after the last op, for the text "
         "form `pipeline` on height x width frames; None for a side not known. Raises "
         "ValueError when an op's value is out of range or its size does not fit.");
+  for (const auto& [name, check] : {std::pair{"check_augment_inputs", &check_augment_inputs},
+                                    std::pair{"check_gather_inputs", &check_gather_inputs}}) {
+    m.def(name, check, py::arg("input"), py::arg("pool"), py::arg("pipeline"), py::arg("out_dtype"),
+          py::arg("scale"), py::arg("bias"),
+          "The eager op's checks of dtypes, ranks, devices, the pool's presence and the "
+          "output options (kernels/input_checks.h), for the fake kernels: TypeError or "
+          "ValueError with the eager op's message.");
+  }
 }
 
 }  // namespace obsaug::python

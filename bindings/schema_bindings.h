@@ -1,7 +1,8 @@
 // obsaug._C.op_schema / obsaug._C.frame_sizes: the op schema
 // (kernels/op_schema.h) as plain Python data, for python/obsaug/ops.py's
 // checks, key lists and fake kernels; and op_dict, an OpSpec as the dict a
-// user writes ({"op": "shift", "pad": 4, ...}).
+// user writes ({"op": "shift", "pad": 4, ...}); check_augment_inputs /
+// check_gather_inputs, the eager ops' input checks for the fake kernels.
 #pragma once
 
 #include <pybind11/pybind11.h>

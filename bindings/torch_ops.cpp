@@ -1,5 +1,6 @@
-// The obsaug op schemas (torch.ops.obsaug.*). Backends register their kernels
-// in register_cpu.cpp and register_cuda.cpp; the fake kernels that let
+// The obsaug op schemas (torch.ops.obsaug.*), each with its Autograd kernel
+// (bindings/grad_refusal.h). Backends register their kernels in
+// register_cpu.cpp and register_cuda.cpp; the fake kernels that let
 // torch.compile trace the ops live in python/obsaug/ops.py.
 #include "bindings/torch_ops.h"
 
@@ -8,6 +9,7 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include "bindings/grad_refusal.h"
 #include "kernels/augment.h"
 #include "kernels/name_table.h"
 #include "kernels/tensor_text.h"
@@ -167,7 +169,7 @@ std::vector<const KeySpec*> own_keys(const OpSchema& op) {
 }  // namespace
 
 std::string single_op_declaration(const OpSchema& op, bool out_form) {
-  std::string out = op.name + (out_form ? "_out" : "") + "(Tensor obs, int seed, int step";
+  std::string out = op.name + (out_form ? "_out" : "") + "(Tensor obs, SymInt seed, SymInt step";
   for (const KeySpec* key : own_keys(op)) {
     out += std::string(", ") + name_of(kSchemaTypes, key->type, "?") + " " + key->name;
     if (!key->required) out += "=" + schema_default(*key);
@@ -203,52 +205,70 @@ void run_single_op(const c10::OperatorHandle& handle, torch::jit::Stack* stack) 
 
 }  // namespace obsaug::bindings
 
+namespace {
+
+// Declares the op and registers its Autograd kernel, which refuses inputs
+// that require grad (bindings/grad_refusal.h): every op gets one.
+void define(torch::Library& m, const std::string& schema) {
+  m.def(schema.c_str());
+  m.impl(
+      schema.substr(0, schema.find('(')).c_str(),
+      torch::dispatch(
+          c10::DispatchKey::Autograd,
+          torch::CppFunction::makeFromBoxedFunction<&obsaug::bindings::refuse_grad_then_call>()));
+}
+
+}  // namespace
+
 TORCH_LIBRARY(obsaug, m) {
   // The second family's single ops, declared from the op schema table.
   for (const obsaug::OpSchema& op : obsaug::op_schemas()) {
     if (!obsaug::bindings::declared_from_schema(op)) continue;
-    m.def(obsaug::bindings::single_op_declaration(op, /*out_form=*/false).c_str());
-    m.def(obsaug::bindings::single_op_declaration(op, /*out_form=*/true).c_str());
+    define(m, obsaug::bindings::single_op_declaration(op, /*out_form=*/false));
+    define(m, obsaug::bindings::single_op_declaration(op, /*out_form=*/true));
   }
-  m.def(
-      "augment(Tensor obs, Tensor? pool, str pipeline, int seed, int step, "
-      "ScalarType? out_dtype=None, float scale=1.0, float bias=0.0) -> Tensor");
-  m.def(
-      "gather_augment(Tensor storage, Tensor indices, Tensor? pool, str pipeline, int seed, "
-      "int step, ScalarType? out_dtype=None, float scale=1.0, float bias=0.0, "
-      "Tensor? sample_ids=None) -> Tensor");
-  m.def("augment_(Tensor(a!) obs, Tensor? pool, str pipeline, int seed, int step) -> ()");
+  define(m,
+         "augment(Tensor obs, Tensor? pool, str pipeline, SymInt seed, SymInt step, "
+         "ScalarType? out_dtype=None, float scale=1.0, float bias=0.0) -> Tensor");
+  define(m,
+         "gather_augment(Tensor storage, Tensor indices, Tensor? pool, str pipeline, SymInt seed, "
+         "SymInt step, ScalarType? out_dtype=None, float scale=1.0, float bias=0.0, "
+         "Tensor? sample_ids=None) -> Tensor");
+  define(m, "augment_(Tensor(a!) obs, Tensor? pool, str pipeline, SymInt seed, SymInt step) -> ()");
   // The out= forms: the functional form's arguments, then the caller's tensor.
-  m.def(
-      "augment_out(Tensor obs, Tensor? pool, str pipeline, int seed, int step, "
-      "ScalarType? out_dtype=None, float scale=1.0, float bias=0.0, *, Tensor(a!) out) -> ()");
-  m.def(
-      "gather_augment_out(Tensor storage, Tensor indices, Tensor? pool, str pipeline, int seed, "
-      "int step, ScalarType? out_dtype=None, float scale=1.0, float bias=0.0, "
+  define(m,
+         "augment_out(Tensor obs, Tensor? pool, str pipeline, SymInt seed, SymInt step, "
+         "ScalarType? out_dtype=None, float scale=1.0, float bias=0.0, *, Tensor(a!) out) -> ()");
+  define(
+      m,
+      "gather_augment_out(Tensor storage, Tensor indices, Tensor? pool, str pipeline, SymInt seed, "
+      "SymInt step, ScalarType? out_dtype=None, float scale=1.0, float bias=0.0, "
       "Tensor? sample_ids=None, *, Tensor(a!) out) -> ()");
-  m.def(
-      "shift_out(Tensor obs, int seed, int step, int pad=4, str padding=\"replicate\", "
-      "int op_index=0, *, Tensor(a!) out) -> ()");
-  m.def(
-      "crop_out(Tensor obs, int seed, int step, int[] size, bool center=False, int op_index=0, "
-      "*, Tensor(a!) out) -> ()");
-  m.def(
-      "overlay_out(Tensor obs, Tensor pool, int seed, int step, float alpha=0.5, "
-      "float? alpha_max=None, bool per_frame=False, int op_index=0, *, Tensor(a!) out) -> ()");
-  m.def(
-      "shift(Tensor obs, int seed, int step, int pad=4, str padding=\"replicate\", "
-      "int op_index=0) -> Tensor");
+  define(m,
+         "shift_out(Tensor obs, SymInt seed, SymInt step, int pad=4, str padding=\"replicate\", "
+         "int op_index=0, *, Tensor(a!) out) -> ()");
+  define(m,
+         "crop_out(Tensor obs, SymInt seed, SymInt step, int[] size, bool center=False, int "
+         "op_index=0, "
+         "*, Tensor(a!) out) -> ()");
+  define(m,
+         "overlay_out(Tensor obs, Tensor pool, SymInt seed, SymInt step, float alpha=0.5, "
+         "float? alpha_max=None, bool per_frame=False, int op_index=0, *, Tensor(a!) out) -> ()");
+  define(m,
+         "shift(Tensor obs, SymInt seed, SymInt step, int pad=4, str padding=\"replicate\", "
+         "int op_index=0) -> Tensor");
   // obsaug.nn.RandomShift: shift at the step the CPU int64 scalar `step`
   // holds, then advances it (a tensor, so torch.compile neither specialises
   // nor recompiles on it).
-  m.def("counted_shift(Tensor obs, Tensor(a!) step, int seed, int pad=4) -> Tensor");
-  m.def(
-      "crop(Tensor obs, int seed, int step, int[] size, bool center=False, int op_index=0) "
+  define(m, "counted_shift(Tensor obs, Tensor(a!) step, int seed, int pad=4) -> Tensor");
+  define(
+      m,
+      "crop(Tensor obs, SymInt seed, SymInt step, int[] size, bool center=False, int op_index=0) "
       "-> Tensor");
-  m.def(
-      "overlay(Tensor obs, Tensor pool, int seed, int step, float alpha=0.5, "
-      "float? alpha_max=None, bool per_frame=False, int op_index=0) -> Tensor");
-  m.def(
-      "overlay_(Tensor(a!) obs, Tensor pool, int seed, int step, float alpha=0.5, "
-      "float? alpha_max=None, bool per_frame=False, int op_index=0) -> ()");
+  define(m,
+         "overlay(Tensor obs, Tensor pool, SymInt seed, SymInt step, float alpha=0.5, "
+         "float? alpha_max=None, bool per_frame=False, int op_index=0) -> Tensor");
+  define(m,
+         "overlay_(Tensor(a!) obs, Tensor pool, SymInt seed, SymInt step, float alpha=0.5, "
+         "float? alpha_max=None, bool per_frame=False, int op_index=0) -> ()");
 }

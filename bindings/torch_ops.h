@@ -1,6 +1,7 @@
 // Adapters from the torch.library schemas (bindings/torch_ops.cpp) to the C++
-// op API (kernels/augment.h). Seeds and steps travel as int64 in the schema
-// and are reinterpreted as the uint64 of DESIGN.md section 3.
+// op API (kernels/augment.h). Seeds and steps travel as SymInt (int64) in the
+// schema, so torch.compile can keep a changing step dynamic, and are
+// reinterpreted as the uint64 of DESIGN.md section 3.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -58,7 +59,7 @@ void overlay_(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, int64
               double alpha, std::optional<double> alpha_max, bool per_frame, int64_t op_index);
 
 // The single ops of the second family are declared from the op schema:
-// torch.ops.obsaug.<name>(Tensor obs, int seed, int step, <the op's keys with
+// torch.ops.obsaug.<name>(Tensor obs, SymInt seed, SymInt step, <the op's keys with
 // their defaults>, int op_index=0) -> Tensor, and its out= form <name>_out
 // (the same arguments, then `*, Tensor(a!) out`, returning nothing), all run
 // by one boxed kernel.

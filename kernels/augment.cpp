@@ -8,9 +8,9 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "kernels/augment_cpu.h"
+#include "kernels/input_checks.h"
 #include "kernels/output_tensor.h"
 #include "kernels/tensor_text.h"
 
@@ -26,32 +26,15 @@
 namespace obsaug::ops {
 namespace {
 
-void check_obs(const at::Tensor& obs) {
-  TORCH_CHECK_VALUE(obs.defined(), "obs must be a tensor [B, S*C, H, W], got None");
-  TORCH_CHECK_TYPE(obs.scalar_type() == at::kByte || obs.scalar_type() == at::kFloat,
-                   "obs must be uint8 or float32 (0..255) with 4 dims [B, S*C, H, W], got ",
-                   describe(obs));
-  TORCH_CHECK_VALUE(obs.dim() == 4,
-                    "obs must be uint8 or float32 (0..255) with 4 dims [B, S*C, H, W], got ",
-                    describe(obs));
-  TORCH_CHECK_VALUE(obs.device().is_cpu() || obs.device().is_cuda(),
-                    "obs must be on cpu or cuda, got ", obs.device());
-}
-
 // Frame geometry of a batch with `channels` = S*C channels of height x width
-// on `device`, and, when given, the pool's checks and sizes.
-FrameGeometry geometry_of(int64_t channels, int64_t height, int64_t width,
-                          const c10::Device& device, const at::Tensor* pool) {
+// and, when given, the pool's sizes (its dtype, rank and device were checked
+// before: kernels/input_checks.h).
+FrameGeometry geometry_of(int64_t channels, int64_t height, int64_t width, const at::Tensor* pool) {
   FrameGeometry g;
   g.height = height;
   g.width = width;
   g.channels = channels;
   if (pool == nullptr) return g;
-  TORCH_CHECK_TYPE(pool->scalar_type() == at::kByte, "pool must be uint8 [P, C, H, W], got ",
-                   describe(*pool));
-  TORCH_CHECK_VALUE(pool->dim() == 4, "pool must be uint8 [P, C, H, W], got ", describe(*pool));
-  TORCH_CHECK_VALUE(pool->device() == device, "pool must be on obs's device ", device, ", got ",
-                    pool->device());
   const int64_t c = pool->size(1);
   TORCH_CHECK_VALUE(c >= 1 && channels % c == 0, "obs channels (", channels,
                     ") must be a multiple of the pool's channels C = ", c,
@@ -67,26 +50,7 @@ FrameGeometry geometry_of(int64_t channels, int64_t height, int64_t width,
 }
 
 FrameGeometry geometry_of(const at::Tensor& obs, const at::Tensor* pool) {
-  return geometry_of(obs.size(1), obs.size(2), obs.size(3), obs.device(), pool);
-}
-
-at::ScalarType output_dtype(const at::Tensor& obs, const OutputOptions& output) {
-  const at::ScalarType dtype = output.dtype.value_or(obs.scalar_type());
-  TORCH_CHECK_TYPE(dtype == at::kByte || dtype == at::kFloat,
-                   "out_dtype must be uint8 or float32, got ", dtype);
-  TORCH_CHECK_VALUE(std::isfinite(output.scale) && std::isfinite(output.bias),
-                    "scale and bias must be finite, got scale=", output.scale,
-                    " bias=", output.bias);
-  if (dtype == at::kByte) {
-    TORCH_CHECK_TYPE(obs.scalar_type() == at::kByte,
-                     "out_dtype uint8 needs uint8 obs (float32 obs gives float32 output), got ",
-                     obs.scalar_type());
-    TORCH_CHECK_VALUE(output.scale == 1.0 && output.bias == 0.0,
-                      "scale and bias apply to float32 output only; pass out_dtype=float32 "
-                      "(got uint8 with scale=",
-                      output.scale, " bias=", output.bias, ")");
-  }
-  return dtype;
+  return geometry_of(obs.size(1), obs.size(2), obs.size(3), pool);
 }
 
 template <typename In, typename Out>
@@ -153,21 +117,11 @@ struct Prepared {
   std::optional<at::Tensor> pool;  // contiguous, present when the pipeline overlays
 };
 
-// The pool of a pipeline that overlays distractors, contiguous.
-at::Tensor required_pool(const std::optional<at::Tensor>& pool) {
-  TORCH_CHECK_VALUE(pool.has_value() && pool->defined(),
-                    "the pipeline overlays distractors but pool is None; pass a uint8 "
-                    "[P, C, H, W] pool");
-  return pool->contiguous();
-}
-
+// obs and pool as check_augment_inputs has checked them.
 Prepared prepare(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
                  const Pipeline& pipeline, uint64_t seed, uint64_t step, int64_t frame_channels) {
-  check_obs(obs);
   Prepared prepared;
-  if (has_overlay(pipeline)) {
-    prepared.pool = required_pool(pool);
-  }
+  if (has_overlay(pipeline)) prepared.pool = pool->contiguous();
   // C, what the ops that mix channels and cutout's per-channel colour see
   // (resolve_pipeline says when C does not suit an op): the caller's, else
   // the pool's (given, even to a pipeline that does not overlay), else RGB
@@ -288,6 +242,7 @@ std::vector<int64_t> output_shape(const at::Tensor& obs, const Pipeline& pipelin
 at::Tensor augment(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
                    const Pipeline& pipeline, uint64_t seed, uint64_t step,
                    const OutputOptions& output, int64_t frame_channels) {
+  check_augment_inputs(obs, pool, pipeline, output);
   const Prepared prepared = prepare(obs, pool, pipeline, seed, step, frame_channels);
   const at::ScalarType dtype = output_dtype(obs, output);
   at::Tensor out = output_tensor(
@@ -301,6 +256,7 @@ at::Tensor augment(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
 
 void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
               const Pipeline& pipeline, uint64_t seed, uint64_t step, int64_t frame_channels) {
+  check_augment_inputs(obs, pool, pipeline, {});
   Prepared prepared = prepare(obs, pool, pipeline, seed, step, frame_channels);
   // Checked before any copy: an expand()ed obs can stand for far more memory
   // than it holds, and writing it in place has no single right answer.
@@ -346,14 +302,7 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                           uint64_t seed, uint64_t step, const OutputOptions& output,
                           bool check_indices, const std::optional<at::Tensor>& sample_ids,
                           const std::optional<at::Tensor>& out_rows) {
-  TORCH_CHECK_VALUE(storage.defined(), "storage must be a tensor [N, C, H, W], got None");
-  TORCH_CHECK_TYPE(storage.scalar_type() == at::kByte || storage.scalar_type() == at::kFloat,
-                   "storage must be uint8 or float32 frames [N, C, H, W], got ", describe(storage));
-  TORCH_CHECK_VALUE(storage.dim() == 4,
-                    "storage must be uint8 or float32 frames [N, C, H, W], got ",
-                    describe(storage));
-  TORCH_CHECK_VALUE(storage.device().is_cpu() || storage.device().is_cuda(),
-                    "storage must be on cpu or cuda, got ", storage.device());
+  check_gather_inputs(storage, pool, pipeline, output);
   if (check_indices) {
     check_gather_indices(storage, indices);
   } else {
@@ -369,12 +318,11 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                     describe(storage));
   Prepared prepared;
   if (has_overlay(pipeline)) {
-    prepared.pool = required_pool(pool);
-    TORCH_CHECK_VALUE(prepared.pool->dim() != 4 || prepared.pool->size(1) == channels, "pool has ",
-                      prepared.pool->size(1), " channels but storage frames have ", channels,
-                      "; they must match");
+    prepared.pool = pool->contiguous();
+    TORCH_CHECK_VALUE(prepared.pool->size(1) == channels, "pool has ", prepared.pool->size(1),
+                      " channels but storage frames have ", channels, "; they must match");
   }
-  FrameGeometry g = geometry_of(channels, storage.size(2), storage.size(3), storage.device(),
+  FrameGeometry g = geometry_of(channels, storage.size(2), storage.size(3),
                                 prepared.pool ? &*prepared.pool : nullptr);
   g.frame_channels = channels;
   g.channels_source = "the storage's channels";

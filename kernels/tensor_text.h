@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/ArrayRef.h>
+#include <c10/util/StringUtil.h>
 
 #include <cstdint>
 #include <string>
@@ -41,10 +42,14 @@ inline std::string shape_text(c10::IntArrayRef shape) {
   return s + "]";
 }
 
-// "uint8 [2, 9, 84] on cpu"; "None" for an undefined tensor.
+// "uint8 [2, 9, 84] on cpu"; "None" for an undefined tensor. A symbolic
+// side (a FakeTensor under torch.compile with dynamic shapes) prints as its symbol.
 inline std::string describe(const at::Tensor& t) {
   if (!t.defined()) return "None";
-  return dtype_name(t.scalar_type()) + " " + shape_text(t.sizes()) + " on " + t.device().str();
+  std::string shape = "[";
+  const c10::SymIntArrayRef sizes = t.sym_sizes();
+  for (size_t i = 0; i < sizes.size(); ++i) shape += (i ? ", " : "") + c10::str(sizes[i]);
+  return dtype_name(t.scalar_type()) + " " + shape + "] on " + t.device().str();
 }
 
 }  // namespace obsaug

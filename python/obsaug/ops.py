@@ -5,7 +5,11 @@ op ``k`` draws from Philox4x32-10 with key ``seed`` and counter
 ``(step, b, k)``, so CPU and CUDA give identical results. Parameters are
 drawn per sample and shared by its stacked frames (``per_frame=True`` draws
 a distractor per frame). Each function is a ``torch.ops.obsaug`` operator
-with a fake kernel, so it traces under ``torch.compile(fullgraph=True)``.
+with a fake kernel, so it traces under ``torch.compile(fullgraph=True)``;
+``seed`` and ``step`` are SymInts in the schemas, so a step that changes
+between calls compiles once more and then stays dynamic. The ops are not
+differentiable: with grad mode on, an input that requires grad is a
+ValueError (pass ``x.detach()`` or call under ``torch.no_grad()``).
 
 ``out=``: every function that returns a new tensor also writes into a
 caller's tensor and returns it (``torch.ops.obsaug.<op>_out``). ``out`` must
@@ -18,9 +22,12 @@ on the CPU, page-faulting it in) on every call.
 from __future__ import annotations
 
 import copy
+import numbers
+import operator
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
+from torch.fx.experimental.symbolic_shapes import has_static_value
 
 from . import _C
 
@@ -59,31 +66,44 @@ def _default(op: str, key: str) -> Any:
     return _SCHEMA[op]["keys"][key]["default"]
 
 
+def _is_int(value: Any) -> bool:
+    """An int, a numpy integer or any other numbers.Integral, but not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def _as_int64(name: str, value: int) -> int:
-    """A uint64 seed or step as the int64 the op schema carries (two's complement)."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """A uint64 seed or step as the int64 the op schema carries (two's complement).
+
+    A symbolic one (torch.compile made an int that changes between calls
+    dynamic) is wrapped without a Python comparison, which would guard on its
+    value and recompile for every value; it is not range-checked."""
+    if not (_is_int(value) or isinstance(value, torch.SymInt)):
         raise TypeError(f"{name} must be an int in [0, 2**64), got {type(value).__name__}")
+    if type(value) is not int and not isinstance(value, torch.SymInt):
+        value = operator.index(value)
+    if not has_static_value(value):
+        return torch.sym_ite(value >= _INT64, value - _U64, value)
     if not 0 <= value < _U64:
         raise ValueError(f"{name} must be in [0, 2**64), got {value}")
-    return value - _U64 if value >= 1 << 63 else value
+    return value - _U64 if value >= _INT64 else value
 
 
 def _int_arg(name: str, value: int) -> int:
     """An int argument the op schema carries as int64 (range errors name it)."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not _is_int(value):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    value = operator.index(value)
     if not -_INT64 <= value < _INT64:
         raise ValueError(f"{name} must fit in int64, got {value}")
     return value
 
 
 def _size_pair(size: Union[int, Sequence[int]]) -> Tuple[int, int]:
-    if isinstance(size, int) and not isinstance(size, bool):
-        return size, size
-    if isinstance(size, (tuple, list)) and len(size) == 2 and all(
-        isinstance(s, int) and not isinstance(s, bool) for s in size
-    ):
-        return int(size[0]), int(size[1])
+    """N or (height, width), each an int or a numpy integer, as (height, width)."""
+    if _is_int(size):
+        return operator.index(size), operator.index(size)
+    if isinstance(size, (tuple, list)) and len(size) == 2 and all(_is_int(s) for s in size):
+        return operator.index(size[0]), operator.index(size[1])
     raise ValueError(f"size must be an int N or (height, width), got {size!r}")
 
 
@@ -98,7 +118,7 @@ def _value_text(where: str, key: str, spec: Mapping[str, Any], value: Any) -> Op
         h, w = _size_pair(value)
         return f"{h}x{w}"
     if kind == "int":
-        ok, text = not_bool and isinstance(value, int), str(value)
+        ok, text = _is_int(value), str(value)
     elif kind == "float":
         ok = not_bool and isinstance(value, (int, float))
         text = repr(float(value)) if ok else ""
@@ -293,6 +313,7 @@ def gather_augment(storage: torch.Tensor, indices: torch.Tensor,
 @torch.library.register_fake("obsaug::augment")
 def _augment_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bias=0.0):
     _same_device(obs, pool=pool)
+    _C.check_augment_inputs(obs, pool, pipeline, out_dtype, scale, bias)
     h, w = _output_hw(obs.shape[-2], obs.shape[-1], pipeline)
     return obs.new_empty((obs.shape[0], obs.shape[1], h, w), dtype=out_dtype or obs.dtype)
 
@@ -301,6 +322,7 @@ def _augment_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bi
 def _gather_augment_fake(storage, indices, pool, pipeline, seed, step, out_dtype=None, scale=1.0,
                          bias=0.0, sample_ids=None):
     _same_device(storage, indices=indices, pool=pool, sample_ids=sample_ids)
+    _C.check_gather_inputs(storage, pool, pipeline, out_dtype, scale, bias)
     h, w = _output_hw(storage.shape[-2], storage.shape[-1], pipeline)
     return storage.new_empty((indices.shape[0], indices.shape[1] * storage.shape[1], h, w),
                              dtype=out_dtype or storage.dtype)
@@ -328,14 +350,25 @@ def _gather_augment_out_fake(storage, indices, pool, pipeline, seed, step, out_d
 @torch.library.register_fake("obsaug::augment_")
 def _augment_inplace_fake(obs, pool, pipeline, seed, step):
     _same_device(obs, pool=pool)
+    _C.check_augment_inputs(obs, pool, pipeline, None, 1.0, 0.0)
     _output_hw(obs.shape[-2], obs.shape[-1], pipeline)
     return None
 
 
-def _single_op_fake(obs: torch.Tensor, op: Mapping[str, Any]) -> torch.Tensor:
-    """The output of one op on obs: its frame size from the native walk, which
-    also checks the op's values as the real kernel does."""
-    h, w = _output_hw(obs.shape[-2], obs.shape[-1], pipeline_text([op]))
+def _single_op_fake(obs: torch.Tensor, op: Mapping[str, Any],
+                    pool: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The output of one op on obs: the real op's input checks, then its frame
+    size from the native walk, which also checks the op's values as the real
+    kernel does."""
+    text = pipeline_text([op])
+    _C.check_augment_inputs(obs, pool, text, None, 1.0, 0.0)
+    h, w = _output_hw(obs.shape[-2], obs.shape[-1], text)
+    return obs.new_empty((obs.shape[0], obs.shape[1], h, w))
+
+
+def _symbolic_size_fake(obs: torch.Tensor, h: Any, w: Any) -> torch.Tensor:
+    """The output of an op whose size is symbolic: obs's checks, not the size's."""
+    _C.check_augment_inputs(obs, None, "", None, 1.0, 0.0)
     return obs.new_empty((obs.shape[0], obs.shape[1], h, w))
 
 
@@ -354,8 +387,8 @@ def _counted_shift_fake(obs, step, seed, pad=_default("shift", "pad")):
 @torch.library.register_fake("obsaug::crop")
 def _crop_fake(obs, seed, step, size, center=_default("crop", "center"), op_index=0):
     h, w = size[0], size[-1]
-    if not (isinstance(h, int) and isinstance(w, int)):  # symbolic: nothing to check
-        return obs.new_empty((obs.shape[0], obs.shape[1], h, w))
+    if not (isinstance(h, int) and isinstance(w, int)):  # symbolic: obs's checks only
+        return _symbolic_size_fake(obs, h, w)
     return _single_op_fake(obs, {"op": "crop", "size": (h, w), "center": center,
                                  "index": op_index})
 
@@ -387,7 +420,7 @@ def _overlay_fake(obs, pool, seed, step, alpha=_default("overlay", "alpha"),
                   per_frame=_default("overlay", "per_frame"), op_index=0):
     _same_device(obs, pool=pool)
     return _single_op_fake(obs, {"op": "overlay", "alpha": alpha, "alpha_max": alpha_max,
-                                 "per_frame": per_frame, "index": op_index})
+                                 "per_frame": per_frame, "index": op_index}, pool)
 
 
 @torch.library.register_fake("obsaug::overlay_")
@@ -396,7 +429,7 @@ def _overlay_inplace_fake(obs, pool, seed, step, alpha=_default("overlay", "alph
                           per_frame=_default("overlay", "per_frame"), op_index=0):
     _same_device(obs, pool=pool)
     _single_op_fake(obs, {"op": "overlay", "alpha": alpha, "alpha_max": alpha_max,
-                          "per_frame": per_frame, "index": op_index})
+                          "per_frame": per_frame, "index": op_index}, pool)
     return None
 
 
@@ -481,7 +514,7 @@ def _make_single_op_fake(name: str):
             if _SCHEMA[name]["keys"][key]["type"] == "size":
                 h, w = value[0], value[-1]
                 if not (isinstance(h, int) and isinstance(w, int)):  # symbolic
-                    return obs.new_empty((obs.shape[0], obs.shape[1], h, w))
+                    return _symbolic_size_fake(obs, h, w)
                 value = (h, w)
             op[key] = value
         return _single_op_fake(obs, op)

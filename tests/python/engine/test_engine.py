@@ -190,3 +190,19 @@ def test_bad_configs_raise_value_error():
         obsaug.Engine({"pipeline": [{"op": "shft"}]})
     with pytest.raises(TypeError, match="path to a YAML file"):
         obsaug.Engine(42)
+
+
+def test_an_input_that_requires_grad_is_refused():
+    config = {"seed": 0, "frames": {"stack": 3, "channels": 3, "height": 16, "width": 16},
+              "pipeline": [{"op": "shift", "pad": 2}]}
+    x = (torch.rand(2, 9, 16, 16) * 255).requires_grad_()
+    with obsaug.Engine(config) as engine:
+        for call, arg in ((lambda: engine.augment(x), "obs"), (lambda: engine.augment_(x), "obs"),
+                          (lambda: engine.gather_augment(x.view(6, 3, 16, 16),
+                                                         torch.zeros(2, 3, dtype=torch.long)),
+                           "storage")):
+            with pytest.raises(ValueError, match=f"Engine.* {arg} requires grad.*{arg}.detach"):
+                call()
+        assert engine.step == 0  # refused before it took a step
+        with torch.no_grad():
+            assert torch.equal(engine.augment(x, step=0), engine.augment(x.detach(), step=0))

@@ -1,4 +1,5 @@
 """shift / crop / overlay against the pure-PyTorch reference of DESIGN.md section 3."""
+import numpy as np
 import pytest
 import torch
 
@@ -372,3 +373,19 @@ def test_uint8_output_default(make_obs, make_pool):
     out = ops.augment(x, pool, ops=PIPE, seed=SEED, step=STEP, out_dtype=torch.uint8)
     assert out.dtype == torch.uint8
     assert_same(out, ops.augment(x, pool, ops=PIPE, seed=SEED, step=STEP))
+
+
+def test_numpy_integers_are_ints():
+    x = torch.randint(0, 256, (2, 6, 20, 20), dtype=torch.uint8)
+    want = obsaug.ops.crop(x, seed=1, step=2, size=(12, 16))
+    for size in ((np.int64(12), np.int32(16)), [np.int16(12), 16]):
+        assert torch.equal(obsaug.ops.crop(x, seed=np.uint64(1), step=np.int64(2), size=size), want)
+    assert torch.equal(obsaug.ops.crop(x, seed=1, step=2, size=np.int64(12)),
+                       obsaug.ops.crop(x, seed=1, step=2, size=12))
+    assert torch.equal(obsaug.ops.translate(x, seed=1, step=2, size=np.int64(24)),
+                       obsaug.ops.translate(x, seed=1, step=2, size=24))
+    assert torch.equal(obsaug.ops.augment(x, ops=[{"op": "shift", "pad": np.int64(3)}], seed=1,
+                                          step=2), obsaug.ops.shift(x, seed=1, step=2, pad=3))
+    for size in (True, (np.float32(12), 16), 12.0):
+        with pytest.raises(ValueError, match="size must be an int N or \\(height, width\\)"):
+            obsaug.ops.crop(x, seed=1, step=2, size=size)

@@ -1,6 +1,8 @@
 """torch.library.opcheck of every obsaug op, and torch.compile(fullgraph=True) on CPU."""
 import pytest
 import torch
+from torch._dynamo.utils import counters
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 import obsaug
 from conftest import random_obs, random_pool
@@ -145,3 +147,84 @@ def test_compile_dynamic_batch_and_size():
         x = random_obs((b, 9, hw, hw), torch.uint8, seed=b)
         p = random_pool(5, 3, hw, hw, seed=hw)
         assert torch.equal(compiled(x, p), fused(x, p))
+
+
+STEPS = [*range(12), 2**63 + 5, 2**64 - 1]  # the last two travel as negative int64
+
+
+def changing_step(obs, pool, step):
+    x = ops.augment(obs, pool, ops=[{"op": "shift", "pad": 2}, {"op": "overlay"}], seed=3,
+                    step=step)
+    return ops.flip(ops.crop(x, seed=step, step=step, size=10), seed=2**64 - 1, step=step)
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_compile_with_a_changing_step_compiles_at_most_twice(backend):
+    # The first call compiles with the step as a constant; the second makes it
+    # dynamic (a SymInt in the schemas), and that graph serves every later step.
+    torch._dynamo.reset()
+    counters.clear()
+    x = random_obs((3, 6, 14, 14), torch.uint8, seed=12)
+    p = random_pool(4, 3, 14, 14, seed=13)
+    compiled = torch.compile(changing_step, fullgraph=True, backend=backend)
+    for step in STEPS:
+        assert torch.equal(compiled(x, p, step), changing_step(x, p, step)), step
+    assert counters["stats"]["unique_graphs"] <= 2
+
+
+# The fakes run the eager op's own checks of dtypes, ranks and output options,
+# so a trace fails with the eager message.
+def u8(*shape):
+    return torch.zeros(shape, dtype=torch.uint8)
+
+
+REJECTED = {
+    "shift float16": (TypeError, lambda: ops.shift(u8(2, 6, 8, 8).half(), seed=0, step=0)),
+    "flip bfloat16": (TypeError, lambda: ops.flip(u8(2, 6, 8, 8).bfloat16(), seed=0, step=0)),
+    "crop float64": (TypeError, lambda: ops.crop(u8(2, 6, 8, 8).double(), seed=0, step=0, size=4)),
+    "augment int32": (TypeError, lambda: ops.augment(u8(2, 6, 8, 8).int(), ops=[{"op": "flip"}],
+                                                     seed=0, step=0)),
+    "shift bool": (TypeError, lambda: ops.shift(u8(2, 6, 8, 8).bool(), seed=0, step=0)),
+    "shift 3-D": (ValueError, lambda: ops.shift(u8(6, 8, 8), seed=0, step=0)),
+    "augment 5-D": (ValueError, lambda: ops.augment(u8(2, 2, 3, 8, 8), ops=[{"op": "shift"}],
+                                                    seed=0, step=0)),
+    "augment_ 3-D": (ValueError, lambda: ops.augment(u8(6, 8, 8), ops=[{"op": "shift"}], seed=0,
+                                                     step=0, inplace=True)),
+    "augment out_dtype uint8 of float": (
+        TypeError, lambda: ops.augment(u8(2, 6, 8, 8).float(), ops=[{"op": "shift"}], seed=0,
+                                       step=0, out_dtype=torch.uint8)),
+    "augment out_dtype float16": (
+        TypeError, lambda: ops.augment(u8(2, 6, 8, 8), ops=[{"op": "shift"}], seed=0, step=0,
+                                       out_dtype=torch.float16)),
+    "overlay float pool": (TypeError, lambda: ops.overlay(u8(2, 6, 8, 8), u8(3, 3, 8, 8).float(),
+                                                          seed=0, step=0)),
+    "gather float64 storage": (
+        TypeError, lambda: ops.gather_augment(u8(5, 3, 8, 8).double(),
+                                              torch.zeros(2, 2, dtype=torch.long),
+                                              ops=[{"op": "shift"}], seed=0, step=0)),
+}
+
+
+def eager_error(name):
+    exc, call = REJECTED[name]
+    with pytest.raises(exc) as info:
+        call()
+    return exc, str(info.value)
+
+
+@pytest.mark.parametrize("name", list(REJECTED))
+def test_fake_kernels_reject_what_the_eager_op_rejects(name):
+    exc, message = eager_error(name)
+    with FakeTensorMode(), pytest.raises(exc) as info:
+        REJECTED[name][1]()
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize("name", ["shift 3-D", "augment out_dtype uint8 of float"])
+def test_compile_fails_at_trace_time_with_the_eager_message(name):
+    torch._dynamo.reset()
+    exc, message = eager_error(name)
+    compiled = torch.compile(REJECTED[name][1], fullgraph=True, backend="eager")
+    with pytest.raises(torch._dynamo.exc.TorchRuntimeError) as info:
+        compiled()
+    assert f"{exc.__name__}({message!r})" in str(info.value)
