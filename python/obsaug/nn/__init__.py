@@ -32,6 +32,7 @@ one step counter (``obsaug.nn._steps``: call k uses seed 0, step k); each
 from __future__ import annotations
 
 import atexit
+import numbers
 import os
 import threading
 from typing import Any, Dict, Optional, Tuple
@@ -47,6 +48,18 @@ __all__ = ["RandomShift", "random_overlay", "random_shift", "random_crop", "rand
 
 # --- RandomShift -------------------------------------------------------------
 
+def _whole_pad(pad: Any) -> int:
+    """RandomShift's pad as an int: TypeError for a non-number, ValueError for a
+    number that is not a whole one in the shift op's range (never truncated)."""
+    if isinstance(pad, bool) or not isinstance(pad, numbers.Real):
+        raise TypeError(f"pad must be an int, got {type(pad).__name__}")
+    spec = ops.schema()["shift"]["keys"]["pad"]
+    whole = ops._is_int(pad) or float(pad).is_integer()
+    if not (whole and spec["min"] <= pad <= spec["max"]):
+        raise ValueError(f"pad must be a whole number of pixels in {spec['range']}, got {pad!r}")
+    return int(pad)
+
+
 class RandomShift(torch.nn.Module):
     """DrQ-v2's ``RandomShiftsAug(pad)``: random integer shifts with replicate padding.
 
@@ -56,11 +69,13 @@ class RandomShift(torch.nn.Module):
     """
 
     def __init__(self, pad: int = 4, seed: int = 0):
+        """``pad``: a whole number in the shift op's range (a float such as 2.7
+        is a ValueError, not truncated); ``seed``: an int in [0, 2**64), as
+        ``ops.shift`` takes it."""
         super().__init__()
-        if pad < 0:
-            raise ValueError(f"pad must be >= 0, got {pad}")
-        self.pad = int(pad)
-        self.seed = int(seed)
+        self.pad = _whole_pad(pad)
+        self.seed = seed
+        self._seed64 = ops._as_int64("seed", seed)  # the int64 form counted_shift takes
         # A CPU tensor, not a buffer: .cuda() leaves it on the host, so reading it never syncs.
         self._step = torch.zeros((), dtype=torch.int64)
 
@@ -71,7 +86,7 @@ class RandomShift(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # One native op reads and advances the counter (obsaug::counted_shift):
         # a Python custom op cost about 0.1 ms a call.
-        return torch.ops.obsaug.counted_shift(x, self._step, self.seed, self.pad)
+        return torch.ops.obsaug.counted_shift(x, self._step, self._seed64, self.pad)
 
     def get_extra_state(self) -> Dict[str, int]:
         return {"step": self.step}

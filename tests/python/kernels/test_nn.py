@@ -89,6 +89,32 @@ def test_random_shift_keeps_its_count_when_the_input_is_rejected():
     assert torch.equal(aug(x), obsaug.ops.shift(x, seed=3, step=1, pad=4))
 
 
+@pytest.mark.parametrize("seed", [2**63, 2**64 - 1])
+def test_random_shift_takes_every_seed_ops_shift_takes(seed):
+    x = torch.rand(2, 9, 16, 16) * 255
+    aug = onn.RandomShift(pad=2, seed=seed)
+    assert aug.seed == seed and torch.equal(aug(x), obsaug.ops.shift(x, seed=seed, step=0, pad=2))
+
+
+@pytest.mark.parametrize("seed,exc,words", [(-1, ValueError, "seed must be in [0, 2**64), got -1"),
+                                            (2**64, ValueError, "seed must be in [0, 2**64)"),
+                                            (1.5, TypeError, "seed must be an int")])
+def test_random_shift_rejects_a_seed_ops_shift_rejects(seed, exc, words):
+    with pytest.raises(exc) as info:
+        onn.RandomShift(pad=2, seed=seed)
+    assert words in str(info.value)
+
+
+def test_random_shift_takes_a_whole_pad_and_rejects_any_other():
+    assert onn.RandomShift(pad=3.0).pad == 3 and type(onn.RandomShift(pad=3.0).pad) is int
+    for pad in (2.7, float("nan"), -1, 2**21):
+        with pytest.raises(ValueError, match=r"pad must be a whole number of pixels in 0\.\.1048576"):
+            onn.RandomShift(pad=pad)
+    for pad in ("3", True, None):
+        with pytest.raises(TypeError, match="pad must be an int"):
+            onn.RandomShift(pad=pad)
+
+
 def test_counted_shift_names_a_wrong_counter():
     x = torch.rand(2, 9, 84, 84)
     for step in (torch.zeros(1, dtype=torch.long), torch.zeros((), dtype=torch.int32),
