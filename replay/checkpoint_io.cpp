@@ -3,12 +3,15 @@
 // the rename that publishes it.
 #include "replay/checkpoint_io.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <stdexcept>
 
 namespace obsaug {
@@ -60,6 +63,9 @@ CheckpointWriter::CheckpointWriter(const std::string& target) : path_(target + "
     throw std::runtime_error("cannot create a temporary file beside " + target + ": " +
                              errno_text());
   }
+  // Locked until closed (or the process dies), before anything is written:
+  // remove_abandoned_temporaries takes only unlocked, non-empty temporaries.
+  ::flock(fd_, LOCK_EX);
   ::fchmod(fd_, 0644);  // mkstemp's 0600 would hide the checkpoint from the user's group
   buffer_.reserve(kBufferBytes);
 }
@@ -219,6 +225,30 @@ void make_directory(const std::string& dir) {
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     throw std::runtime_error(dir + " is not a directory");
   }
+}
+
+void remove_abandoned_temporaries(const std::string& dir, const std::string& name) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  const std::string prefix = name + ".tmp";
+  const auto now = ::time(nullptr);
+  while (const dirent* e = ::readdir(d)) {
+    const std::string entry = e->d_name;
+    if (entry.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string path = dir + "/" + entry;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    struct stat st;
+    // A writer holds its lock from the moment it has a name, so an unlocked
+    // non-empty temporary is a dead writer's; an empty one may be a writer
+    // between mkstemp and flock, so it must also be a minute old.
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        (st.st_size > 0 || now - st.st_mtime > 60)) {
+      ::unlink(path.c_str());
+    }
+    ::close(fd);
+  }
+  ::closedir(d);
 }
 
 void rename_and_sync(const std::string& from, const std::string& to, const std::string& dir) {

@@ -96,10 +96,14 @@ class CheckpointReader {
 // own (`name`.tmp.XXXXXX), which is then fsynced and renamed over `name` (and
 // the directory fsynced). On any error the temporary is removed and the
 // previous file stays as it was; of writers racing on one target, each
-// publishes a whole file and the last rename wins.
+// publishes a whole file and the last rename wins. A writer killed before
+// its rename leaves its temporary, which the next write removes.
 template <typename Write>
 void write_atomically(const std::string& dir, const std::string& name, Write&& write);
 void make_directory(const std::string& dir);  // mkdir -p
+// Removes the temporaries (`name`.tmp*) in `dir` that writers killed before
+// their rename left behind: those no live writer holds locked.
+void remove_abandoned_temporaries(const std::string& dir, const std::string& name);
 void rename_and_sync(const std::string& from, const std::string& to, const std::string& dir);
 
 template <typename Write>
@@ -110,6 +114,7 @@ void write_atomically(const std::string& dir, const std::string& name, Write&& w
   {
     CheckpointWriter writer(target);
     temporary = writer.path();
+    remove_abandoned_temporaries(dir, name);
     write(writer);
     writer.finish();
   }

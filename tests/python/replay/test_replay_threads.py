@@ -1,5 +1,6 @@
 """A ReplayBuffer shared between threads (docs/replay.md, "Threads") and
 checkpoints written into one directory at once (docs/replay.md, "Checkpoints")."""
+import fcntl
 import threading
 
 import pytest
@@ -109,3 +110,29 @@ def test_two_saves_into_one_directory_publish_a_whole_checkpoint(tmp_path):
         assert loaded.capacity == winner.capacity and loaded.prioritized == winner.prioritized
         assert torch.equal(loaded.storage, winner.storage), f"trial {trial}"
         assert sorted(p.name for p in target.iterdir()) == ["replay.obsaug"], f"trial {trial}"
+
+
+def test_a_save_removes_only_the_temporaries_of_dead_writers(tmp_path):
+    """A killed save leaves replay.obsaug.tmp.XXXXXX behind; the next save removes it, but
+    not a temporary some live writer holds locked, nor an empty one that may be a writer
+    between creating and locking its file."""
+    target = tmp_path / "ckpt"
+    target.mkdir()
+    dead = target / "replay.obsaug.tmp.dead01"
+    dead.write_bytes(b"half a checkpoint")
+    legacy = target / "replay.obsaug.tmp"           # the fixed name older versions used
+    legacy.write_bytes(b"half a checkpoint")
+    young = target / "replay.obsaug.tmp.young1"
+    young.touch()
+    live = target / "replay.obsaug.tmp.live01"
+    live.write_bytes(b"being written")
+    unrelated = target / "notes.txt"
+    unrelated.write_bytes(b"mine")
+    with open(live, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        stocked(32, False).save(str(target))
+    assert sorted(p.name for p in target.iterdir()) == [
+        "notes.txt", "replay.obsaug", "replay.obsaug.tmp.live01", "replay.obsaug.tmp.young1"]
+    stocked(32, False).save(str(target))             # unlocked now: removed
+    assert sorted(p.name for p in target.iterdir()) == [
+        "notes.txt", "replay.obsaug", "replay.obsaug.tmp.young1"]
