@@ -37,7 +37,10 @@ limit (``infos[i]["TimeLimit.truncated"]``) as a truncation, which bootstraps;
 ``optimize_memory_usage`` cannot combine with timeout handling; this buffer
 needs neither: ``optimize_memory_usage`` is accepted and ignored.)
 n-step returns: ``n_steps`` and ``gamma`` (the algorithm's gamma; SB3's
-NStepReplayBuffer names); the samples then carry ``discounts`` = gamma^n'.
+NStepReplayBuffer names); the samples then carry ``discounts`` = gamma^n'. The
+buffer stores the n-step sum, so with ``VecNormalize(norm_reward=True)`` the sum is
+normalised as a whole: exact with ``clip_reward=np.inf``; a finite clip (which SB3
+applies to each step's reward) is refused when ``n_steps > 1``.
 ``augment``: None, an ``obsaug.Engine``, or its config (a preset name, a YAML path
 or a mapping, built here; a config keeps ``model.save()`` able to pickle
 ``replay_buffer_kwargs``, an Engine object does not). obs and next_obs take the
@@ -215,6 +218,15 @@ class ReplayBuffer(_SB3ReplayBuffer):
         if env is not None and getattr(env, "norm_obs", False):
             raise ValueError("VecNormalize(norm_obs=True) does not apply to pixel observations; "
                              "use VecNormalize(norm_obs=False) (rewards are normalised)")
+        if (env is not None and self.n_steps > 1 and getattr(env, "norm_reward", False)
+                and np.isfinite(getattr(env, "clip_reward", np.inf))):
+            # The buffer keeps n-step returns summed; SB3 clips each step's reward before
+            # summing, which the sum cannot reproduce (scaling alone commutes with it).
+            raise ValueError(
+                f"n_steps={self.n_steps} with VecNormalize(norm_reward=True, clip_reward="
+                f"{env.clip_reward}): SB3 clips each step's normalised reward before the n-step "
+                "sum, and this buffer stores the sum; use clip_reward=np.inf (then the sum is "
+                "normalised exactly) or n_steps=1")
         batch = self.replay.sample(batch_size, augment=self.engine,
                                    share_augmentation=self.share_augmentation)
         obs, next_obs = batch["obs"], batch["next_obs"]

@@ -171,3 +171,36 @@ def test_pickles_for_save_replay_buffer(tmp_path):
     with pytest.raises(TypeError, match="pass the engine's config"):
         save_to_pkl(tmp_path / "x.pkl", small_buffer(augment=obsaug.Engine(
             shift_config(size=16, pad=2))))
+
+
+def test_n_step_returns_with_reward_normalisation():
+    """SB3 normalises and clips each step's reward before the n-step sum; the buffer keeps
+    the sum, so a finite clip is refused by name and without one the sum is scaled exactly."""
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    rb = small_buffer(n_steps=3, gamma=0.9)
+    plain = obsaug.ReplayBuffer(100, (3, 16, 16), 3, (1,), n_step=3, gamma=0.9, seed=5)
+    start = True
+    for obs, nxt, action, reward, done, infos in frames_stream():
+        rb.add(obs[None], nxt[None], action, reward, done, infos)
+        if start:
+            plain.add_first(torch.from_numpy(obs[-3:]))
+        timeout = infos[0]["TimeLimit.truncated"]
+        plain.add(torch.from_numpy(action[0]), float(reward[0]), torch.from_numpy(nxt[-3:]),
+                  terminated=bool(done[0]) and not timeout, truncated=bool(done[0]) and timeout)
+        start = bool(done[0])
+    clipped = VecNormalize(pixel_env(continuous=True), norm_obs=False, norm_reward=True,
+                           clip_reward=5.0)
+    with pytest.raises(ValueError, match=r"n_steps=3 with VecNormalize\(norm_reward=True, "
+                                         r"clip_reward=5\.0\).*clip_reward=np\.inf"):
+        rb.sample(8, env=clipped)
+    unclipped = VecNormalize(pixel_env(continuous=True), norm_obs=False, norm_reward=True,
+                             clip_reward=np.inf)
+    unclipped.ret_rms.var = np.array(4.0)
+    got, want = rb.sample(32, env=unclipped), plain.sample(32)
+    scale = np.sqrt(4.0 + unclipped.epsilon)
+    assert torch.equal(got.rewards[:, 0], (want["reward"].double() / scale).float())
+    one_step = small_buffer(n_steps=1)
+    for obs, nxt, action, reward, done, infos in frames_stream(steps=5):
+        one_step.add(obs[None], nxt[None], action, reward, done, infos)
+    assert one_step.sample(4, env=clipped).rewards.abs().max() <= 5.0
