@@ -63,8 +63,9 @@ CheckpointWriter::CheckpointWriter(const std::string& target) : path_(target + "
     throw std::runtime_error("cannot create a temporary file beside " + target + ": " +
                              errno_text());
   }
-  // Locked until closed (or the process dies), before anything is written:
-  // remove_abandoned_temporaries takes only unlocked, non-empty temporaries.
+  // Locked from now until publish() or death: remove_abandoned_temporaries
+  // leaves locked files alone. (Where the file system has no flock, neither
+  // side can lock, and the sweep removes nothing.)
   ::flock(fd_, LOCK_EX);
   ::fchmod(fd_, 0644);  // mkstemp's 0600 would hide the checkpoint from the user's group
   buffer_.reserve(kBufferBytes);
@@ -114,12 +115,13 @@ void CheckpointWriter::finish() {
   buffer_.insert(buffer_.end(), p, p + sizeof(sum));
   flush();
   if (::fsync(fd_) != 0) throw std::runtime_error("cannot sync " + path_ + ": " + errno_text());
-  const int fd = fd_;
+}
+
+void CheckpointWriter::publish(const std::string& target, const std::string& dir) {
+  rename_and_sync(path_, target, dir);
+  // Written and synced before the rename: a late close error changes nothing on disk.
+  ::close(fd_);
   fd_ = -1;
-  if (::close(fd) != 0) {
-    ::unlink(path_.c_str());
-    throw std::runtime_error("cannot close " + path_ + ": " + errno_text());
-  }
 }
 
 CheckpointReader::CheckpointReader(std::string path) : path_(std::move(path)) {
@@ -236,14 +238,11 @@ void remove_abandoned_temporaries(const std::string& dir, const std::string& nam
     const std::string entry = e->d_name;
     if (entry.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string path = dir + "/" + entry;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) continue;
     struct stat st;
-    // A writer holds its lock from the moment it has a name, so an unlocked
-    // non-empty temporary is a dead writer's; an empty one may be a writer
-    // between mkstemp and flock, so it must also be a minute old.
-    if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-        (st.st_size > 0 || now - st.st_mtime > 60)) {
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > 60 &&
+        ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
       ::unlink(path.c_str());
     }
     ::close(fd);

@@ -32,7 +32,7 @@ class CheckpointWriter {
   // Creates a new file of its own beside `target`: target.tmp.XXXXXX
   // (mkstemp), so writers of the same target never share one.
   explicit CheckpointWriter(const std::string& target);
-  ~CheckpointWriter();  // unfinished: closes and removes the file
+  ~CheckpointWriter();  // unpublished: closes and removes the file
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
@@ -45,7 +45,10 @@ class CheckpointWriter {
   // Writes the checksum of everything so far (a header's own check, read by
   // CheckpointReader::check_so_far before the reader allocates by its sizes).
   void checksum_so_far();
-  void finish();  // checksum, flush, fsync, close
+  void finish();  // checksum, flush, fsync (the file stays open and locked)
+  // Renames the finished file over `target` (rename_and_sync), then closes
+  // it: it is locked until it has its final name.
+  void publish(const std::string& target, const std::string& dir);
   const std::string& path() const { return path_; }
 
  private:
@@ -97,12 +100,14 @@ class CheckpointReader {
 // the directory fsynced). On any error the temporary is removed and the
 // previous file stays as it was; of writers racing on one target, each
 // publishes a whole file and the last rename wins. A writer killed before
-// its rename leaves its temporary, which the next write removes.
+// its rename leaves its temporary, which a write a minute later removes.
 template <typename Write>
 void write_atomically(const std::string& dir, const std::string& name, Write&& write);
 void make_directory(const std::string& dir);  // mkdir -p
 // Removes the temporaries (`name`.tmp*) in `dir` that writers killed before
-// their rename left behind: those no live writer holds locked.
+// their rename left behind: those no live writer holds locked (a writer
+// locks its file from creation to rename) and untouched for a minute (for
+// file systems whose locks other hosts do not see).
 void remove_abandoned_temporaries(const std::string& dir, const std::string& name);
 void rename_and_sync(const std::string& from, const std::string& to, const std::string& dir);
 
@@ -110,15 +115,11 @@ template <typename Write>
 void write_atomically(const std::string& dir, const std::string& name, Write&& write) {
   make_directory(dir);
   const std::string target = dir + "/" + name;
-  std::string temporary;
-  {
-    CheckpointWriter writer(target);
-    temporary = writer.path();
-    remove_abandoned_temporaries(dir, name);
-    write(writer);
-    writer.finish();
-  }
-  rename_and_sync(temporary, target, dir);
+  CheckpointWriter writer(target);
+  remove_abandoned_temporaries(dir, name);
+  write(writer);
+  writer.finish();
+  writer.publish(target, dir);
 }
 
 }  // namespace obsaug

@@ -57,6 +57,12 @@ constexpr const char* kAllZeroPriorities =
 
 ReplayOptions checked(ReplayOptions o) {
   if (o.capacity < 1) bad("__init__", "capacity must be >= 1, got " + std::to_string(o.capacity));
+  if (o.capacity > (int64_t{1} << 32)) {  // below(r0, size) draws from 32 bits
+    bad("__init__",
+        "capacity must be at most 2^32 = 4294967296 slots (the uniform draw is 32 "
+        "bits), got " +
+            std::to_string(o.capacity));
+  }
   if (o.frame_shape.size() != 3 || o.frame_shape[0] < 1 || o.frame_shape[1] < 1 ||
       o.frame_shape[2] < 1) {
     bad("__init__",

@@ -573,10 +573,10 @@ def test_sigkill_inside_a_long_save_leaves_old_or_new_checkpoint(tmp_path):
                 assert got == (8000, 8000, num_valid, total, 0), (got, current)
                 outcomes.append("new")
                 current = got
-            # the killed save's temporary, if any: each save removes those dead writers left
+            # and the killed saves' temporaries (a save removes them once a minute old)
             leftovers = sorted(p.name for p in ckpt.iterdir())
             temps = [n for n in leftovers if n.startswith("replay.obsaug.tmp.")]
-            assert set(leftovers) - set(temps) <= {"replay.obsaug"} and len(temps) <= 1, leftovers
+            assert set(leftovers) - set(temps) <= {"replay.obsaug"}, leftovers
     finally:
         try:
             proc.stdin.close()

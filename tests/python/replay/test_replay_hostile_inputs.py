@@ -28,7 +28,8 @@ def rb(**over):
 @pytest.mark.parametrize("over,exc,words", [
     ({"capacity": 0}, ValueError, ["capacity", ">= 1"]),
     ({"capacity": -1}, ValueError, ["capacity"]),
-    ({"capacity": 2**62}, ValueError, ["capacity", "too large"]),
+    ({"capacity": 2**62}, ValueError, ["capacity", "at most 2^32"]),
+    ({"capacity": 2**32 + 1}, ValueError, ["capacity must be at most 2^32 = 4294967296", "32 bits"]),
     ({"capacity": 2**64}, ValueError, ["capacity", "must lie in [0, 9223372036854775808)"]),
     ({"frame_shape": (0, 8, 8)}, ValueError, ["frame_shape"]),
     ({"frame_shape": (3, -8, 8)}, ValueError, ["frame_shape"]),

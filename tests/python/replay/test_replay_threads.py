@@ -1,7 +1,9 @@
 """A ReplayBuffer shared between threads (docs/replay.md, "Threads") and
 checkpoints written into one directory at once (docs/replay.md, "Checkpoints")."""
 import fcntl
+import os
 import threading
+import time
 
 import pytest
 import torch
@@ -113,26 +115,39 @@ def test_two_saves_into_one_directory_publish_a_whole_checkpoint(tmp_path):
 
 
 def test_a_save_removes_only_the_temporaries_of_dead_writers(tmp_path):
-    """A killed save leaves replay.obsaug.tmp.XXXXXX behind; the next save removes it, but
-    not a temporary some live writer holds locked, nor an empty one that may be a writer
-    between creating and locking its file."""
+    """A killed save leaves replay.obsaug.tmp.XXXXXX behind; a later save removes it once it
+    is a minute old, but not a temporary some live writer holds locked, nor a recent one
+    (a writer on a host whose locks this one cannot see)."""
     target = tmp_path / "ckpt"
     target.mkdir()
-    dead = target / "replay.obsaug.tmp.dead01"
-    dead.write_bytes(b"half a checkpoint")
-    legacy = target / "replay.obsaug.tmp"           # the fixed name older versions used
-    legacy.write_bytes(b"half a checkpoint")
-    young = target / "replay.obsaug.tmp.young1"
-    young.touch()
-    live = target / "replay.obsaug.tmp.live01"
-    live.write_bytes(b"being written")
-    unrelated = target / "notes.txt"
-    unrelated.write_bytes(b"mine")
-    with open(live, "rb") as held:
+    old = time.time() - 120
+    files = {"replay.obsaug.tmp.dead01": b"half a checkpoint",
+             "replay.obsaug.tmp": b"half a checkpoint",       # the name older versions used
+             "replay.obsaug.tmp.live01": b"being written",
+             "replay.obsaug.tmp.recent": b"being written elsewhere",
+             "notes.txt": b"mine"}
+    for name, data in files.items():
+        (target / name).write_bytes(data)
+        if name != "replay.obsaug.tmp.recent":
+            os.utime(target / name, (old, old))
+    with open(target / "replay.obsaug.tmp.live01", "rb") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         stocked(32, False).save(str(target))
     assert sorted(p.name for p in target.iterdir()) == [
-        "notes.txt", "replay.obsaug", "replay.obsaug.tmp.live01", "replay.obsaug.tmp.young1"]
+        "notes.txt", "replay.obsaug", "replay.obsaug.tmp.live01", "replay.obsaug.tmp.recent"]
     stocked(32, False).save(str(target))             # unlocked now: removed
     assert sorted(p.name for p in target.iterdir()) == [
-        "notes.txt", "replay.obsaug", "replay.obsaug.tmp.young1"]
+        "notes.txt", "replay.obsaug", "replay.obsaug.tmp.recent"]
+
+
+def test_many_writers_into_one_directory_all_succeed(tmp_path):
+    """Four buffers saving into one directory over and over: every save succeeds (a
+    finished temporary stays locked until its rename, so no sweep takes it)."""
+    buffers = [stocked(16 + 8 * k, False) for k in range(4)]
+    target = str(tmp_path / "ckpt")
+
+    def saves(rb):
+        return lambda: [rb.save(target) for _ in range(150)]
+
+    assert run_together(*(saves(rb) for rb in buffers)) == [[], [], [], []]
+    assert obsaug.ReplayBuffer.load(target).capacity in {rb.capacity for rb in buffers}
