@@ -145,6 +145,7 @@ void bind_engine(py::module& m) {
           [](Engine& e, const at::Tensor& obs, std::optional<uint64_t> step,
              const std::optional<at::Tensor>& out) {
             bindings::refuse_grad(obs, "Engine.augment", "obs");
+            if (out) bindings::refuse_grad(*out, "Engine.augment", "out");
             return e.augment(obs, step, out_tensor(out));
           },
           py::arg("obs"), py::arg("step") = py::none(), py::arg("out") = py::none(),
@@ -154,6 +155,7 @@ void bind_engine(py::module& m) {
           [](Engine& e, const at::Tensor& storage, const at::Tensor& indices,
              std::optional<uint64_t> step, const std::optional<at::Tensor>& out) {
             bindings::refuse_grad(storage, "Engine.gather_augment", "storage");
+            if (out) bindings::refuse_grad(*out, "Engine.gather_augment", "out");
             return e.gather_augment(storage, indices, step, /*check_indices=*/true,
                                     out_tensor(out));
           },

@@ -23,7 +23,8 @@ void refuse_grad(const at::Tensor& tensor, const std::string& caller, const std:
 
 // The Autograd-key kernel of every torch.ops.obsaug op (boxed): refuse_grad
 // on each tensor argument, then the call below autograd. It also runs under
-// torch.compile (on FakeTensors), so a trace fails as the eager call does.
+// torch.compile (on FakeTensors), so a trace fails with the eager message
+// (Dynamo raises it as a TorchRuntimeError).
 void refuse_grad_then_call(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 }  // namespace obsaug::bindings

@@ -127,8 +127,15 @@ Prepared prepare(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
   // the pool's (given, even to a pipeline that does not overlay), else RGB
   // (C = 3) when S*C is a multiple of 3 and single channels (Atari) when not.
   const bool pool_given = pool.has_value() && pool->defined();
-  FrameGeometry g = geometry_of(obs, pool_given ? &*pool : nullptr);
-  if (!prepared.pool) g.pool_size = 0;  // no draws from a pool the pipeline does not use
+  FrameGeometry g = geometry_of(obs, prepared.pool ? &*prepared.pool : nullptr);
+  if (pool_given && !prepared.pool) {  // a pool the pipeline does not draw from: only its C
+    const int64_t c = pool->size(1);
+    TORCH_CHECK_VALUE(c >= 1 && obs.size(1) % c == 0, "obs channels (", obs.size(1),
+                      ") must be a multiple of the pool's channels C = ", c,
+                      " (obs is [B, S*C, H, W] with S stacked frames of C channels)");
+    g.frame_channels = c;
+    g.channels_source = "the pool's channels";
+  }
   if (frame_channels > 0) {
     TORCH_CHECK_VALUE(obs.size(1) % frame_channels == 0, "obs channels (", obs.size(1),
                       ") must be a multiple of the frame channels C = ", frame_channels,
@@ -322,7 +329,8 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
     TORCH_CHECK_VALUE(prepared.pool->size(1) == channels, "pool has ", prepared.pool->size(1),
                       " channels but storage frames have ", channels, "; they must match");
   }
-  FrameGeometry g = geometry_of(channels, storage.size(2), storage.size(3),
+  // S*C as augment sees it after the gather (resolve_pipeline bounds S)
+  FrameGeometry g = geometry_of(indices.size(1) * channels, storage.size(2), storage.size(3),
                                 prepared.pool ? &*prepared.pool : nullptr);
   g.frame_channels = channels;
   g.channels_source = "the storage's channels";

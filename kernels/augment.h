@@ -44,7 +44,8 @@ void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
 // Gathers stacks from a frame storage and augments them in one pass:
 // sample b's stacked frame s is storage[indices[b, s]]. storage is
 // [N, C, H, W] uint8 or float32, indices int64 [B, S] on storage's device;
-// the result equals augment(storage[indices].reshape(B, S*C, H, W), ...).
+// the result equals augment(storage[indices].reshape(B, S*C, H, W), ...,
+// frame_channels = C): C is the storage's.
 // With check_indices (the default) every index is checked to lie in [0, N),
 // which synchronises once on CUDA; callers that made the indices themselves
 // may skip it. With sample_ids (int64 [B], each in [0, 2^32), on storage's

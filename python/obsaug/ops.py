@@ -75,14 +75,21 @@ def _as_int64(name: str, value: int) -> int:
     """A uint64 seed or step as the int64 the op schema carries (two's complement).
 
     A symbolic one (torch.compile made an int that changes between calls
-    dynamic) is wrapped without a Python comparison, which would guard on its
-    value and recompile for every value; it is not range-checked."""
+    dynamic) is passed on as it is, checked to lie in [0, 2**63) by
+    torch._check (a range, not a value, so no recompile per value); the
+    wrap of 2**63 and up would put 2**64 into the graph, which C++ wrappers
+    cannot hold."""
     if not (_is_int(value) or isinstance(value, torch.SymInt)):
         raise TypeError(f"{name} must be an int in [0, 2**64), got {type(value).__name__}")
     if type(value) is not int and not isinstance(value, torch.SymInt):
         value = operator.index(value)
     if not has_static_value(value):
-        return torch.sym_ite(value >= _INT64, value - _U64, value)
+        # (a message naming `name` would be a closure, which breaks the graph)
+        torch._check(value >= 0, lambda: "a changing seed or step under torch.compile must be "
+                                         "an int in [0, 2**63)")
+        torch._check(value < _INT64, lambda: "a changing seed or step under torch.compile must "
+                                             "be an int in [0, 2**63)")
+        return value
     if not 0 <= value < _U64:
         raise ValueError(f"{name} must be in [0, 2**64), got {value}")
     return value - _U64 if value >= _INT64 else value
@@ -290,7 +297,9 @@ def gather_augment(storage: torch.Tensor, indices: torch.Tensor,
     ``[B, S]`` on the same device: stacked frame ``s`` of sample ``b`` is
     ``storage[indices[b, s]]``. The result equals ``augment(storage[indices]
     .reshape(B, S*C, H, W), pool, ops=ops, ...)`` without materialising the
-    gathered batch. Indices outside ``[0, N)`` raise IndexError (checking them
+    gathered batch, with C the storage's (for the ops that mix channels and
+    cutout's colour; ``augment`` without a pool would take C = 3 whenever S*C
+    is a multiple of 3). Indices outside ``[0, N)`` raise IndexError (checking them
     synchronises once on CUDA). ``out``: write the result there and return it.
 
     ``sample_ids`` (int64 ``[B]``, each in ``[0, 2^32)``, else ValueError)

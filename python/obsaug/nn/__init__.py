@@ -75,9 +75,17 @@ class RandomShift(torch.nn.Module):
         super().__init__()
         self.pad = _whole_pad(pad)
         self.seed = seed
-        self._seed64 = ops._as_int64("seed", seed)  # the int64 form counted_shift takes
         # A CPU tensor, not a buffer: .cuda() leaves it on the host, so reading it never syncs.
         self._step = torch.zeros((), dtype=torch.int64)
+
+    @property
+    def seed(self) -> int:
+        return self._seed
+
+    @seed.setter
+    def seed(self, seed: int) -> None:
+        self._seed64 = ops._as_int64("seed", seed)  # the int64 form counted_shift takes
+        self._seed = seed
 
     @property
     def step(self) -> int:

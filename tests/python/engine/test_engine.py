@@ -203,6 +203,13 @@ def test_an_input_that_requires_grad_is_refused():
                            "storage")):
             with pytest.raises(ValueError, match=f"Engine.* {arg} requires grad.*{arg}.detach"):
                 call()
+        leaf = torch.zeros(2, 9, 16, 16, requires_grad=True)
+        with pytest.raises(ValueError, match=r"Engine\.augment: out requires grad.*out\.detach"):
+            engine.augment(x.detach(), out=leaf)
+        with pytest.raises(ValueError, match=r"Engine\.gather_augment: out requires grad"):
+            engine.gather_augment(x.detach().view(6, 3, 16, 16),
+                                  torch.zeros(2, 3, dtype=torch.long), out=leaf)
+        assert not leaf.detach().any()
         assert engine.step == 0  # refused before it took a step
         with torch.no_grad():
             assert torch.equal(engine.augment(x, step=0), engine.augment(x.detach(), step=0))

@@ -105,6 +105,17 @@ def test_random_shift_rejects_a_seed_ops_shift_rejects(seed, exc, words):
     assert words in str(info.value)
 
 
+def test_random_shift_seed_set_later_is_the_one_used_and_checked():
+    x = torch.rand(2, 9, 16, 16) * 255
+    aug = onn.RandomShift(pad=2, seed=0)
+    aug.seed = 2**64 - 7
+    assert aug.seed == 2**64 - 7 and "seed=18446744073709551609" in repr(aug)
+    assert torch.equal(aug(x), obsaug.ops.shift(x, seed=2**64 - 7, step=0, pad=2))
+    with pytest.raises(ValueError, match=r"seed must be in \[0, 2\*\*64\), got -1"):
+        aug.seed = -1
+    assert aug.seed == 2**64 - 7
+
+
 def test_random_shift_takes_a_whole_pad_and_rejects_any_other():
     assert onn.RandomShift(pad=3.0).pad == 3 and type(onn.RandomShift(pad=3.0).pad) is int
     for pad in (2.7, float("nan"), -1, 2**21):

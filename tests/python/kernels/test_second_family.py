@@ -718,6 +718,8 @@ def test_a_pool_gives_c_even_when_the_pipeline_does_not_overlay():
     assert not torch.equal(got, RO.augment(x, None, ops=CUT, seed=SEED, step=STEP, channels=3))
     assert_same(ops.augment(x, None, ops=CUT, seed=SEED, step=STEP),      # no pool: RGB guess
                 RO.augment(x, None, ops=CUT, seed=SEED, step=STEP, channels=3))
+    empty = random_pool(1, 1, 12, 12)[:0]                                  # P = 0: still C = 1
+    assert_same(ops.augment(x, empty, ops=CUT, seed=SEED, step=STEP), got)
 
 
 @needs_engine
@@ -744,6 +746,10 @@ def test_more_stacked_frames_than_the_counter_holds_are_refused():
     raises(ValueError, lambda: ops.augment(x, None, ops=[{"op": "flip"}], seed=0, step=0),
            "S = 32768 stacked frames of C = 1", "at most 32767")
     ops.augment(x[:, :0x7fff], None, ops=[{"op": "flip"}], seed=0, step=0)
+    storage = torch.zeros(2, 1, 1, 1, dtype=torch.uint8)       # gathered stacks too
+    raises(ValueError, lambda: ops.gather_augment(storage, torch.zeros(1, 0x8000, dtype=torch.long),
+                                                  ops=[{"op": "flip"}], seed=0, step=0),
+           "S = 32768 stacked frames of C = 1", "at most 32767")
 
 
 def test_overlay_weight_rounds_half_up_from_the_exact_product():

@@ -149,7 +149,7 @@ def test_compile_dynamic_batch_and_size():
         assert torch.equal(compiled(x, p), fused(x, p))
 
 
-STEPS = [*range(12), 2**63 + 5, 2**64 - 1]  # the last two travel as negative int64
+STEPS = [*range(12), 2**63 - 1]  # a dynamic step is checked to lie in [0, 2**63)
 
 
 def changing_step(obs, pool, step):
@@ -170,6 +170,11 @@ def test_compile_with_a_changing_step_compiles_at_most_twice(backend):
     for step in STEPS:
         assert torch.equal(compiled(x, p, step), changing_step(x, p, step)), step
     assert counters["stats"]["unique_graphs"] <= 2
+    with pytest.raises(torch._dynamo.exc.TorchRuntimeError,
+                       match=r"a changing seed or step under torch\.compile must be an int in "
+                             r"\[0, 2\*\*63\)"):
+        compiled(x, p, 2**63 + 5)  # eager takes it (as its int64 two's complement)
+    assert changing_step(x, p, 2**63 + 5).shape == (3, 6, 10, 10)
 
 
 # The fakes run the eager op's own checks of dtypes, ranks and output options,
