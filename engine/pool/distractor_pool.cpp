@@ -151,10 +151,11 @@ struct DistractorPool::Impl {
   Clock::time_point next_token_ = Clock::now();
   std::atomic<uint64_t> next_serial_{0};
   std::atomic<uint64_t> decoded_{0}, failed_{0}, uploaded_{0}, queued_{0}, calls_{0};
-  std::atomic<uint64_t> written_call_sum_{0};  // sum over slots of SlotInfo::written_call
+  std::atomic<uint64_t> written_call_sum_{0};   // sum over slots of SlotInfo::written_call
   std::atomic<uint64_t> failures_in_a_row_{0};  // async decodes since the last success
   mutable std::mutex failures_mu_;
-  std::vector<DecodeFailure> failures_;
+  std::vector<DecodeFailure> failures_;          // reads and decodes, the first few
+  std::vector<DecodeFailure> listing_failures_;  // set once by the listing
   std::mutex error_mu_;
   std::exception_ptr worker_error_;
   std::atomic<bool> has_worker_error_{false};
@@ -166,7 +167,7 @@ DistractorPool::Impl::Impl(DistractorPoolOptions opts) : opts_(std::move(opts)) 
   ListingReport report;
   refs_ = shard_refs(list_sources(opts_.sources, &report), opts_.rank, opts_.world_size);
   failed_ = report.failed;  // missing list entries, truncated shards: counted with the rest
-  failures_ = std::move(report.first_failures);
+  listing_failures_ = std::move(report.first_failures);
   if (refs_.size() > UINT32_MAX) {
     throw std::invalid_argument("DistractorPool: at most 2^32 - 1 images per rank, got " +
                                 std::to_string(refs_.size()));
@@ -428,7 +429,9 @@ void DistractorPool::Impl::worker_main(size_t w) {
         queued_.fetch_add(1);  // before the push, so queue_depth never underflows
         if (!me.ready.push(k)) throw std::logic_error("DistractorPool: ready queue overflow");
         holding = false;
-      } else if (failures_in_a_row_.fetch_add(1) + 1 >= give_up_streak) {
+      } else if (failures_in_a_row_.fetch_add(1) + 1 < give_up_streak) {
+        backoff = kFirstBackoff;  // another worker's success ended the last outage
+      } else {
         if (!sleep_unless_stopped(backoff)) break;
         backoff = std::min<Clock::duration>(2 * backoff, kMaxBackoff);
       }
@@ -670,7 +673,8 @@ DistractorPoolStats DistractorPool::stats() const {
   s.mean_age_calls = std::max(0.0, static_cast<double>(s.calls) - mean_written);
   s.queue_depth = im.queued_.load();
   std::lock_guard<std::mutex> lock(im.failures_mu_);
-  s.first_failures = im.failures_;
+  s.first_failures = im.listing_failures_;
+  s.first_failures.insert(s.first_failures.end(), im.failures_.begin(), im.failures_.end());
   return s;
 }
 

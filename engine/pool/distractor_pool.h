@@ -88,8 +88,8 @@ struct DistractorPoolOptions {
   // Async decode rate cap over all workers: 0 (none) or at least
   // kMinMaxPerSecond (engine/pool/refresh_mode.h).
   double max_per_second = 0;
-  int worker_nice = 10;       // async workers run this much nicer than the caller
-                              // (Linux), so decoding yields to the augment thread
+  int worker_nice = 10;  // async workers run this much nicer than the caller
+                         // (Linux), so decoding yields to the augment thread
   RefreshMode mode = RefreshMode::kAsync;
   int64_t per_call = 8;  // sync: images refreshed per prepare_for_augment()
   uint64_t seed = 0;     // file order, crops and flips
@@ -116,7 +116,8 @@ struct DistractorPoolStats {
   double mean_age_calls = 0;  // mean over slots of prepare calls since the slot was written
   uint64_t queue_depth = 0;   // staged images waiting for the next prepare_for_augment()
   uint64_t calls = 0;         // prepare_for_augment() calls so far
-  std::vector<DecodeFailure> first_failures;  // at most kMaxReportedFailures
+  // The listing's first kMaxReportedFailures, then the reads' and decodes'.
+  std::vector<DecodeFailure> first_failures;
 };
 
 // What a pool slot holds (for tests, previews and state_dict).

@@ -618,6 +618,37 @@ TEST(DistractorPool, ListingFailuresAreCountedAndReported) {
       << s.first_failures[2].message;
 }
 
+// Listing failures beyond the reported few leave room for the decode
+// failures: the fill's error names the files that failed to decode, and the
+// stats keep both lists.
+TEST(DistractorPool, DecodeFailuresAreReportedBesideManyListingFailures) {
+  JpegDir dir(1);
+  write_file(dir / "bad1.jpg", Bytes{1, 2, 3});
+  write_file(dir / "bad2.jpg", Bytes{4, 5, 6});
+  std::string list;
+  for (int i = 0; i < 6; ++i) list += "missing" + std::to_string(i) + ".jpg\n";
+  write_text(dir / "list.txt", list + "bad1.jpg\nbad2.jpg\n");
+  DistractorPoolOptions o = small_options(dir, 4, RefreshMode::kSync);
+  o.sources = {dir / "list.txt"};
+  std::string error;
+  try {
+    DistractorPool pool(o);
+  } catch (const SourceError& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("all 2 listed files failed"), std::string::npos) << error;
+  EXPECT_NE(error.find("bad1.jpg"), std::string::npos) << error;
+  EXPECT_NE(error.find("bad2.jpg"), std::string::npos) << error;
+  EXPECT_EQ(error.find("missing"), std::string::npos) << error;
+
+  write_text(dir / "list.txt", list + "bad1.jpg\nimg00.jpg\n");
+  DistractorPool pool(o);
+  const DistractorPoolStats s = pool.stats();
+  ASSERT_GE(s.first_failures.size(), 6u);
+  EXPECT_EQ(s.first_failures[0].path, dir / "missing0.jpg");
+  EXPECT_EQ(s.first_failures[5].path, dir / "bad1.jpg");
+}
+
 // The folder vanishes: every decode fails. The workers back off instead of
 // spinning, close() still returns at once, and a success resets the back-off.
 TEST(DistractorPool, WorkersBackOffWhileEveryFileFails) {
