@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bindings/grad_refusal.h"
+#include "bindings/pool_bindings.h"
 #include "bindings/schema_bindings.h"
 #include "engine/config.h"
 #include "engine/engine.h"
@@ -32,16 +33,12 @@ namespace obsaug::python {
 namespace {
 
 py::dict stats_dict(const EngineStats& s) {
-  py::list failures;
-  for (const auto& f : s.pool_first_failures) {
-    failures.append(py::dict("path"_a = f.path, "message"_a = f.message));
-  }
-  return py::dict("calls"_a = s.calls, "samples"_a = s.samples, "step"_a = s.step,
-                  "has_pool"_a = s.has_pool, "pool_decoded"_a = s.pool_decoded,
-                  "pool_failed"_a = s.pool_failed, "pool_uploaded"_a = s.pool_uploaded,
-                  "pool_decode_rate"_a = s.pool_decode_rate,
-                  "pool_mean_age_calls"_a = s.pool_mean_age_calls,
-                  "pool_queue_depth"_a = s.pool_queue_depth, "pool_first_failures"_a = failures);
+  return py::dict(
+      "calls"_a = s.calls, "samples"_a = s.samples, "step"_a = s.step, "has_pool"_a = s.has_pool,
+      "pool_decoded"_a = s.pool_decoded, "pool_failed"_a = s.pool_failed,
+      "pool_uploaded"_a = s.pool_uploaded, "pool_decode_rate"_a = s.pool_decode_rate,
+      "pool_mean_age_calls"_a = s.pool_mean_age_calls, "pool_queue_depth"_a = s.pool_queue_depth,
+      "pool_first_failures"_a = failures_list(s.pool_first_failures));
 }
 
 // Engine.state_dict()'s keys and the members they hold, in dict order:

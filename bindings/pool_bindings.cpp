@@ -45,14 +45,10 @@ std::pair<int, int> image_size_pair(const py::object& size) {
 }
 
 py::dict stats_dict(const DistractorPoolStats& s) {
-  py::list failures;
-  for (const auto& f : s.first_failures) {
-    failures.append(py::dict("path"_a = f.path, "message"_a = f.message));
-  }
   return py::dict("decoded"_a = s.decoded, "failed"_a = s.failed, "uploaded"_a = s.uploaded,
                   "decode_rate"_a = s.decode_rate, "mean_age_calls"_a = s.mean_age_calls,
                   "queue_depth"_a = s.queue_depth, "calls"_a = s.calls,
-                  "first_failures"_a = failures);
+                  "first_failures"_a = failures_list(s.first_failures));
 }
 
 // The cursor as the dict pool.cursor reads and writes.
@@ -67,6 +63,12 @@ PoolCursor cursor_from_dict(const py::dict& d) {
 }
 
 }  // namespace
+
+py::list failures_list(const std::vector<SourceFailure>& failures) {
+  py::list out;
+  for (const auto& f : failures) out.append(py::dict("path"_a = f.path, "message"_a = f.message));
+  return out;
+}
 
 void bind_pool(py::module& m) {
   py::class_<DistractorPool>(m, "DistractorPool", R"doc(

@@ -95,10 +95,11 @@ def small_buffer(**kw):
     return ReplayBuffer(100, space, action, device="cpu", seed=kw.pop("seed", 5), **kw)
 
 
-def test_samples_equal_obsaug_replay_buffer_with_the_same_seed():
-    rb = small_buffer(augment=shift_config(size=16, pad=2), n_steps=3, gamma=0.9)
+def fed_pair(**kw):
+    """The adapter and an obsaug.ReplayBuffer with the same seed, fed frames_stream() (3-step
+    returns, gamma 0.9): the adapter as SB3 calls add, the plain buffer frame by frame."""
+    rb = small_buffer(n_steps=3, gamma=0.9, **kw)
     plain = obsaug.ReplayBuffer(100, (3, 16, 16), 3, (1,), n_step=3, gamma=0.9, seed=5)
-    eng = obsaug.Engine(shift_config(size=16, pad=2))
     start = True
     for obs, nxt, action, reward, done, infos in frames_stream():
         rb.add(obs[None], nxt[None], action, reward, done, infos)
@@ -108,6 +109,12 @@ def test_samples_equal_obsaug_replay_buffer_with_the_same_seed():
         plain.add(torch.from_numpy(action[0]), float(reward[0]), torch.from_numpy(nxt[-3:]),
                   terminated=bool(done[0]) and not timeout, truncated=bool(done[0]) and timeout)
         start = bool(done[0])
+    return rb, plain
+
+
+def test_samples_equal_obsaug_replay_buffer_with_the_same_seed():
+    rb, plain = fed_pair(augment=shift_config(size=16, pad=2))
+    eng = obsaug.Engine(shift_config(size=16, pad=2))
     assert rb.size() == plain.num_valid
     for call in range(3):
         got, want = rb.sample(32), plain.sample(32, augment=eng)
@@ -178,17 +185,7 @@ def test_n_step_returns_with_reward_normalisation():
     the sum, so a finite clip is refused by name and without one the sum is scaled exactly."""
     from stable_baselines3.common.vec_env import VecNormalize
 
-    rb = small_buffer(n_steps=3, gamma=0.9)
-    plain = obsaug.ReplayBuffer(100, (3, 16, 16), 3, (1,), n_step=3, gamma=0.9, seed=5)
-    start = True
-    for obs, nxt, action, reward, done, infos in frames_stream():
-        rb.add(obs[None], nxt[None], action, reward, done, infos)
-        if start:
-            plain.add_first(torch.from_numpy(obs[-3:]))
-        timeout = infos[0]["TimeLimit.truncated"]
-        plain.add(torch.from_numpy(action[0]), float(reward[0]), torch.from_numpy(nxt[-3:]),
-                  terminated=bool(done[0]) and not timeout, truncated=bool(done[0]) and timeout)
-        start = bool(done[0])
+    rb, plain = fed_pair()
     clipped = VecNormalize(pixel_env(continuous=True), norm_obs=False, norm_reward=True,
                            clip_reward=5.0)
     with pytest.raises(ValueError, match=r"n_steps=3 with VecNormalize\(norm_reward=True, "

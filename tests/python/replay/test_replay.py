@@ -1072,9 +1072,9 @@ def test_a_kill_during_save_leaves_a_loadable_checkpoint(tmp_path):
 
 # ------------------------------------------------------------- bad input
 
-def stocked_pair():
+def stocked_pair(**kw):
     """Two identical prioritized buffers with an open episode on env 0."""
-    rbs = [make_rb(capacity=16, prioritized=True, n_step=1) for _ in range(2)]
+    rbs = [make_rb(capacity=16, prioritized=True, n_step=1, **kw) for _ in range(2)]
     for rb in rbs:
         rb.add_first(tagged(0))
         for t in range(1, 10):
@@ -1217,12 +1217,7 @@ def test_frames_viewing_the_buffers_own_storage_are_copied_whole():
 
 def test_a_priority_whose_power_overflows_is_refused_and_changes_nothing():
     """p finite but p^alpha past what a sum over the slots can hold: refused by name."""
-    rbs = [make_rb(capacity=16, prioritized=True, alpha=2.0) for _ in range(2)]
-    for rb in rbs:
-        rb.add_first(tagged(0))
-        for t in range(1, 10):
-            rb.add(torch.tensor([t, -t], dtype=torch.float32), f32(t / 4), tagged(t))
-    rb, twin = rbs
+    rb, twin = stocked_pair(alpha=2.0)
     with pytest.raises(ValueError, match=r"priority 1e\+200 at position 1 gives p\^alpha = inf "
                                          r"\(alpha 2\).*sum over 16 slots finite"):
         rb.update_priorities(torch.tensor([3, 4]), torch.tensor([2.0, 1e200], dtype=torch.float64))
