@@ -240,7 +240,7 @@ def test_engine_stats_name_the_first_failures(tmp_path):
     assert [f["path"] for f in failures[:2]] == [str(src / "gone.jpg"), str(src / "noise.jpg")], s
     assert "list.txt line 2: " in failures[0]["message"], failures[0]
     assert "noise.jpg" in failures[1]["message"], failures[1]
-    assert s["pool_failed"] >= 2 and len(failures) <= 5, s
+    assert s["pool_failed"] >= 2 and len(failures) <= 10, s  # five listing, five decode
 
 
 # ------------------------------------------------------------------ 2. source directory gone
@@ -588,8 +588,11 @@ def test_sigkill_inside_a_long_save_leaves_old_or_new_checkpoint(tmp_path):
             proc.kill()
             proc.wait()
     assert "old" in outcomes, f"no kill landed inside a save: {outcomes}"
-    # a leftover temporary does not break the next save
+    # leftover temporaries do not break the next save, which removes them once a minute old
     (ckpt / "replay.obsaug.tmp").write_bytes(b"half a checkpoint")
+    minute_ago = time.time() - 90
+    for leftover in ckpt.glob("replay.obsaug.tmp*"):
+        os.utime(leftover, (minute_ago, minute_ago))
     small.save(ckpt)
     assert sorted(p.name for p in ckpt.iterdir()) == ["replay.obsaug"]
     assert fingerprint(obsaug.ReplayBuffer.load(ckpt)) == fingerprint(small)

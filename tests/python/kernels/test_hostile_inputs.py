@@ -314,9 +314,9 @@ _CHILD = textwrap.dedent("""
                                        inplace=True, seed=0, step=0),
     }
     if hasattr(obsaug, "ReplayBuffer"):
-        # ~3 TB of host metadata: more than any machine, refused before allocating
-        cases["replay capacity 1e11"] = lambda: obsaug.ReplayBuffer(
-            capacity=10**11, frame_shape=(1, 1, 1), frame_stack=1)
+        # 4 PiB of frames: more than any machine, refused before allocating
+        cases["replay capacity 2^32 of 1 MiB frames"] = lambda: obsaug.ReplayBuffer(
+            capacity=2**32, frame_shape=(1, 1024, 1024), frame_stack=1)
     out = {}
     for name, call in cases.items():
         try:
@@ -356,8 +356,8 @@ def test_in_place_on_an_expanded_view_is_refused_before_copying(huge_results):
 
 @needs_replay
 def test_replay_capacity_too_large_for_memory(huge_results):
-    kind, message = huge_results["replay capacity 1e11"]
-    assert kind == "ValueError" and "capacity 100000000000 needs" in message, (kind, message)
+    kind, message = huge_results["replay capacity 2^32 of 1 MiB frames"]
+    assert kind == "ValueError" and "capacity 4294967296 needs" in message, (kind, message)
     assert "more than this machine" in message, message
 
 
