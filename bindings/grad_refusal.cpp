@@ -5,6 +5,8 @@
 #include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 
+#include <vector>
+
 namespace obsaug::bindings {
 
 void refuse_grad(const at::Tensor& tensor, const std::string& caller, const std::string& arg) {
@@ -19,11 +21,24 @@ void refuse_grad_then_call(const c10::OperatorHandle& op, torch::jit::Stack* sta
   const auto& arguments = op.schema().arguments();
   const auto inputs = torch::jit::last(*stack, arguments.size());
   const std::string caller = "torch.ops.obsaug." + op.schema().name().substr(8);  // "obsaug::"
+  std::vector<at::Tensor> written;  // the Tensor(a!) arguments
   for (size_t i = 0; i < arguments.size(); ++i) {
-    if (inputs[i].isTensor()) refuse_grad(inputs[i].toTensor(), caller, arguments[i].name());
+    if (!inputs[i].isTensor()) continue;
+    refuse_grad(inputs[i].toTensor(), caller, arguments[i].name());
+    const c10::AliasInfo* alias = arguments[i].alias_info();
+    if (alias != nullptr && alias->isWrite()) written.push_back(inputs[i].toTensor());
   }
-  const at::AutoDispatchBelowADInplaceOrView below_autograd;
-  op.callBoxed(stack);
+  {
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    op.callBoxed(stack);
+  }
+  // What ADInplaceOrView would have done: a tensor that autograd saved and an
+  // op then wrote in place fails backward ("modified by an inplace
+  // operation") instead of giving wrong gradients. (Inference tensors have no
+  // version counter.)
+  for (const at::Tensor& t : written) {
+    if (t.defined() && !t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
+  }
 }
 
 }  // namespace obsaug::bindings

@@ -22,7 +22,8 @@ namespace obsaug::bindings {
 void refuse_grad(const at::Tensor& tensor, const std::string& caller, const std::string& arg);
 
 // The Autograd-key kernel of every torch.ops.obsaug op (boxed): refuse_grad
-// on each tensor argument, then the call below autograd. It also runs under
+// on each tensor argument, the call below autograd, then the version bump of
+// each Tensor(a!) argument that ADInplaceOrView would have made. It also runs under
 // torch.compile (on FakeTensors), so a trace fails with the eager message
 // (Dynamo raises it as a TorchRuntimeError).
 void refuse_grad_then_call(const c10::OperatorHandle& op, torch::jit::Stack* stack);

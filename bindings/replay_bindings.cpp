@@ -50,6 +50,13 @@ ReplayBatch sample(ReplayBuffer& rb, int64_t batch, const py::object& augment, b
                        std::string(py::str(py::type::handle_of(augment).attr("__name__"))));
 }
 
+// A counter's getter as a property that waits for the buffer's lock without the GIL.
+template <typename R>
+py::cpp_function released(R (ReplayBuffer::*getter)() const) {
+  return py::cpp_function([getter](const ReplayBuffer& rb) { return (rb.*getter)(); },
+                          py::call_guard<py::gil_scoped_release>());
+}
+
 // ReplayOptions but the device: the native constructor's keyword arguments
 // and the read-only properties of the same names, in one table.
 constexpr auto kOptionFields = std::make_tuple(
@@ -137,21 +144,25 @@ void bind_replay(py::module& m) {
           py::arg("dir"), py::arg("device") = py::none())
       .def_property_readonly("device",
                              [](const ReplayBuffer& rb) { return rb.options().device.str(); })
-      .def_property_readonly("size", &ReplayBuffer::size)
-      .def_property_readonly("num_valid", &ReplayBuffer::num_valid)
-      .def_property_readonly("total_frames", &ReplayBuffer::total_frames)
-      .def_property_readonly("sample_calls", &ReplayBuffer::sample_calls)
+      // The counters wait for the buffer's lock: without the GIL, so a sample in
+      // another thread does not stall every Python thread.
+      .def_property_readonly("size", released(&ReplayBuffer::size))
+      .def_property_readonly("num_valid", released(&ReplayBuffer::num_valid))
+      .def_property_readonly("total_frames", released(&ReplayBuffer::total_frames))
+      .def_property_readonly("sample_calls", released(&ReplayBuffer::sample_calls))
       .def_property_readonly("storage", &ReplayBuffer::storage)
       // obsaug.distributed.ShardedReplayBuffer's pieces (docs/distributed.md)
       .def("uniform_slots_for", &ReplayBuffer::uniform_slots_for, py::arg("call"),
            py::arg("draw_ids"), py::call_guard<py::gil_scoped_release>())
       .def("priority_slots_for", &ReplayBuffer::priority_slots_for, py::arg("fractions"),
            py::call_guard<py::gil_scoped_release>())
-      .def("priority_summary",
-           [](const ReplayBuffer& rb) {
-             const PrioritySummary p = rb.priority_summary();
-             return std::make_tuple(p.total, p.smallest);
-           })
+      .def(
+          "priority_summary",
+          [](const ReplayBuffer& rb) {
+            const PrioritySummary p = rb.priority_summary();
+            return std::make_tuple(p.total, p.smallest);
+          },
+          py::call_guard<py::gil_scoped_release>())
       .def(
           "rows_at",
           [](const ReplayBuffer& rb, const std::vector<int64_t>& slots) {
@@ -165,7 +176,8 @@ void bind_replay(py::module& m) {
                             "weight"_a = r.weight);
           },
           py::arg("slots"))
-      .def("count_sample_call", &ReplayBuffer::count_sample_call);
+      .def("count_sample_call", &ReplayBuffer::count_sample_call,
+           py::call_guard<py::gil_scoped_release>());
 
   m.def(
       "shard_draws",

@@ -62,3 +62,29 @@ def test_compile_refuses_it_at_trace_time():
     with torch.no_grad():
         x = leaf(2, 6, 8, 8)
         assert torch.equal(compiled(x, None), CALLS["shift"][1](x.detach(), None))
+
+
+IN_PLACE = {
+    "augment inplace": lambda x: ops.augment(x, ops=[{"op": "shift", "pad": 2}], seed=0, step=1,
+                                             inplace=True),
+    "overlay_": lambda x: ops.overlay(x, random_pool(3, 3, 8, 8, seed=1), seed=0, step=1,
+                                      inplace=True),
+    "shift out=": lambda x: ops.shift(x.clone(), seed=0, step=1, pad=2, out=x),
+}
+
+
+@pytest.mark.parametrize("name", list(IN_PLACE))
+def test_writing_a_tensor_autograd_saved_fails_backward(name):
+    """An encoder's forward saves obs; an op that then writes obs in place bumps its version,
+    so backward raises instead of computing gradients from the changed obs."""
+    obs = torch.rand(2, 6, 8, 8) * 255
+    weight = torch.rand(4, 6, 3, 3, requires_grad=True)
+    loss = torch.nn.functional.conv2d(obs, weight).sum()
+    version = obs._version
+    IN_PLACE[name](obs)
+    assert obs._version > version
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    with torch.inference_mode():
+        frozen = torch.rand(2, 6, 8, 8) * 255
+    IN_PLACE[name](frozen)  # no version counter to bump: still written
