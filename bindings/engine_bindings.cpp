@@ -143,7 +143,9 @@ void bind_engine(py::module& m) {
              const std::optional<at::Tensor>& out) {
             bindings::refuse_grad(obs, "Engine.augment", "obs");
             if (out) bindings::refuse_grad(*out, "Engine.augment", "out");
-            return e.augment(obs, step, out_tensor(out));
+            at::Tensor result = e.augment(obs, step, out_tensor(out));
+            if (out) bindings::note_written(*out);
+            return result;
           },
           py::arg("obs"), py::arg("step") = py::none(), py::arg("out") = py::none(),
           py::call_guard<py::gil_scoped_release>())
@@ -153,8 +155,10 @@ void bind_engine(py::module& m) {
              std::optional<uint64_t> step, const std::optional<at::Tensor>& out) {
             bindings::refuse_grad(storage, "Engine.gather_augment", "storage");
             if (out) bindings::refuse_grad(*out, "Engine.gather_augment", "out");
-            return e.gather_augment(storage, indices, step, /*check_indices=*/true,
-                                    out_tensor(out));
+            at::Tensor result =
+                e.gather_augment(storage, indices, step, /*check_indices=*/true, out_tensor(out));
+            if (out) bindings::note_written(*out);
+            return result;
           },
           py::arg("storage"), py::arg("indices"), py::arg("step") = py::none(),
           py::arg("out") = py::none(), py::call_guard<py::gil_scoped_release>())
@@ -163,6 +167,7 @@ void bind_engine(py::module& m) {
           [](Engine& e, const at::Tensor& obs, std::optional<uint64_t> step) {
             bindings::refuse_grad(obs, "Engine.augment_", "obs");
             e.augment_(obs, step);
+            bindings::note_written(obs);
           },
           py::arg("obs"), py::arg("step") = py::none(), py::call_guard<py::gil_scoped_release>())
       .def(

@@ -17,6 +17,10 @@ void refuse_grad(const at::Tensor& tensor, const std::string& caller, const std:
                     arg, ".detach() or call it under torch.no_grad()");
 }
 
+void note_written(const at::Tensor& tensor) {
+  if (tensor.defined() && !tensor.is_inference()) tensor.unsafeGetTensorImpl()->bump_version();
+}
+
 void refuse_grad_then_call(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& arguments = op.schema().arguments();
   const auto inputs = torch::jit::last(*stack, arguments.size());
@@ -32,13 +36,7 @@ void refuse_grad_then_call(const c10::OperatorHandle& op, torch::jit::Stack* sta
     const at::AutoDispatchBelowADInplaceOrView below_autograd;
     op.callBoxed(stack);
   }
-  // What ADInplaceOrView would have done: a tensor that autograd saved and an
-  // op then wrote in place fails backward ("modified by an inplace
-  // operation") instead of giving wrong gradients. (Inference tensors have no
-  // version counter.)
-  for (const at::Tensor& t : written) {
-    if (t.defined() && !t.is_inference()) t.unsafeGetTensorImpl()->bump_version();
-  }
+  for (const at::Tensor& t : written) note_written(t);
 }
 
 }  // namespace obsaug::bindings

@@ -21,6 +21,11 @@ namespace obsaug::bindings {
 // requires grad; nothing otherwise (an undefined tensor included).
 void refuse_grad(const at::Tensor& tensor, const std::string& caller, const std::string& arg);
 
+// Bumps the version of a tensor a call wrote in place (an undefined or
+// inference tensor has none), as ADInplaceOrView does for PyTorch's own ops:
+// backward through a saved, since overwritten tensor then fails by name.
+void note_written(const at::Tensor& tensor);
+
 // The Autograd-key kernel of every torch.ops.obsaug op (boxed): refuse_grad
 // on each tensor argument, the call below autograd, then the version bump of
 // each Tensor(a!) argument that ADInplaceOrView would have made. It also runs under

@@ -213,3 +213,20 @@ def test_an_input_that_requires_grad_is_refused():
         assert engine.step == 0  # refused before it took a step
         with torch.no_grad():
             assert torch.equal(engine.augment(x, step=0), engine.augment(x.detach(), step=0))
+
+
+def test_writing_a_tensor_autograd_saved_fails_backward():
+    """Engine.augment_ (and out=) bump the written tensor's version, as the ops do."""
+    config = {"seed": 0, "frames": {"stack": 2, "channels": 3, "height": 8, "width": 8},
+              "pipeline": [{"op": "shift", "pad": 2}]}
+    weight = torch.rand(4, 6, 3, 3, requires_grad=True)
+    with obsaug.Engine(config) as engine:
+        for write in (lambda x: engine.augment_(x),
+                      lambda x: engine.augment(x.clone(), out=x),
+                      lambda x: engine.gather_augment(x.clone().view(4, 3, 8, 8),
+                                                      torch.tensor([[0, 1], [2, 3]]), out=x)):
+            obs = torch.rand(2, 6, 8, 8) * 255
+            loss = torch.nn.functional.conv2d(obs, weight).sum()
+            write(obs)
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                loss.backward()
