@@ -27,9 +27,10 @@ namespace obsaug::ops {
 namespace {
 
 // Frame geometry of a batch with `channels` = S*C channels of height x width
-// and, when given, the pool's sizes (its dtype, rank and device were checked
-// before: kernels/input_checks.h).
-FrameGeometry geometry_of(int64_t channels, int64_t height, int64_t width, const at::Tensor* pool) {
+// and, when given, the pool's C; its sizes too when the pipeline draws from
+// it (its dtype, rank and device were checked before: kernels/input_checks.h).
+FrameGeometry geometry_of(int64_t channels, int64_t height, int64_t width, const at::Tensor* pool,
+                          bool draws_from_pool) {
   FrameGeometry g;
   g.height = height;
   g.width = width;
@@ -39,18 +40,15 @@ FrameGeometry geometry_of(int64_t channels, int64_t height, int64_t width, const
   TORCH_CHECK_VALUE(c >= 1 && channels % c == 0, "obs channels (", channels,
                     ") must be a multiple of the pool's channels C = ", c,
                     " (obs is [B, S*C, H, W] with S stacked frames of C channels)");
-  TORCH_CHECK_VALUE(pool->size(0) >= 1, "pool is empty (P = 0); it needs P >= 1 images, got ",
-                    describe(*pool));
   g.frame_channels = c;
   g.channels_source = "the pool's channels";
+  if (!draws_from_pool) return g;
+  TORCH_CHECK_VALUE(pool->size(0) >= 1, "pool is empty (P = 0); it needs P >= 1 images, got ",
+                    describe(*pool));
   g.pool_size = pool->size(0);
   g.pool_h = pool->size(2);
   g.pool_w = pool->size(3);
   return g;
-}
-
-FrameGeometry geometry_of(const at::Tensor& obs, const at::Tensor* pool) {
-  return geometry_of(obs.size(1), obs.size(2), obs.size(3), pool);
 }
 
 template <typename In, typename Out>
@@ -127,15 +125,8 @@ Prepared prepare(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
   // the pool's (given, even to a pipeline that does not overlay), else RGB
   // (C = 3) when S*C is a multiple of 3 and single channels (Atari) when not.
   const bool pool_given = pool.has_value() && pool->defined();
-  FrameGeometry g = geometry_of(obs, prepared.pool ? &*prepared.pool : nullptr);
-  if (pool_given && !prepared.pool) {  // a pool the pipeline does not draw from: only its C
-    const int64_t c = pool->size(1);
-    TORCH_CHECK_VALUE(c >= 1 && obs.size(1) % c == 0, "obs channels (", obs.size(1),
-                      ") must be a multiple of the pool's channels C = ", c,
-                      " (obs is [B, S*C, H, W] with S stacked frames of C channels)");
-    g.frame_channels = c;
-    g.channels_source = "the pool's channels";
-  }
+  FrameGeometry g = geometry_of(obs.size(1), obs.size(2), obs.size(3),
+                                pool_given ? &*pool : nullptr, prepared.pool.has_value());
   if (frame_channels > 0) {
     TORCH_CHECK_VALUE(obs.size(1) % frame_channels == 0, "obs channels (", obs.size(1),
                       ") must be a multiple of the frame channels C = ", frame_channels,
@@ -330,8 +321,9 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                       " channels but storage frames have ", channels, "; they must match");
   }
   // S*C as augment sees it after the gather (resolve_pipeline bounds S)
-  FrameGeometry g = geometry_of(indices.size(1) * channels, storage.size(2), storage.size(3),
-                                prepared.pool ? &*prepared.pool : nullptr);
+  FrameGeometry g =
+      geometry_of(indices.size(1) * channels, storage.size(2), storage.size(3),
+                  prepared.pool ? &*prepared.pool : nullptr, /*draws_from_pool=*/true);
   g.frame_channels = channels;
   g.channels_source = "the storage's channels";
   prepared.desc = resolve_pipeline(pipeline, g, seed, step);

@@ -424,9 +424,8 @@ void DistractorPool::Impl::worker_main(size_t w) {
       if (!wait_for_rate_token()) break;
       const uint64_t serial = next_serial_.fetch_add(1);
       if (decode_one(decoder, serial, staging_ptr(k), &staged_[k])) {
-        failures_in_a_row_.store(0);
-        backoff = kFirstBackoff;
-        queued_.fetch_add(1);  // before the push, so queue_depth never underflows
+        failures_in_a_row_.store(0);  // the next failure starts the back-off afresh
+        queued_.fetch_add(1);         // before the push, so queue_depth never underflows
         if (!me.ready.push(k)) throw std::logic_error("DistractorPool: ready queue overflow");
         holding = false;
       } else if (failures_in_a_row_.fetch_add(1) + 1 < give_up_streak) {
