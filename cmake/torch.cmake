@@ -17,8 +17,12 @@ set(TORCH_LIB_DIR "${TORCH_PACKAGE_DIR}/lib")
 
 add_library(obsaug_torch INTERFACE)
 add_library(obsaug::torch ALIAS obsaug_torch)
-target_include_directories(obsaug_torch SYSTEM INTERFACE
+# Installed (cmake/install.cmake) as obsaug::torch: the package config adds
+# these include folders itself, as they may lie in the source tree (.venv/),
+# which an export may not name.
+set(TORCH_INCLUDE_DIRS
   "${TORCH_PACKAGE_DIR}/include" "${TORCH_PACKAGE_DIR}/include/torch/csrc/api/include")
+target_include_directories(obsaug_torch SYSTEM INTERFACE "$<BUILD_INTERFACE:${TORCH_INCLUDE_DIRS}>")
 target_compile_definitions(obsaug_torch INTERFACE _GLIBCXX_USE_CXX11_ABI=${TORCH_CXX11_ABI})
 # at::parallel_for is an inline OpenMP region: compile with -fopenmp and link
 # the libgomp torch ships, so one OpenMP runtime serves torch and obsaug.

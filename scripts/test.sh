@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command: sets up, builds (CUDA included when nvcc is present) and
 # runs every C++ test (ctest) and Python test (pytest), the wheel check
-# (scripts/wheel_check.sh: the wheel run outside the checkout), then the
+# (scripts/wheel_check.sh: the wheel run outside the checkout), the C++
+# package check (scripts/cxx_package_check.sh: a C++ program built against
+# `cmake --install`'s package), then the
 # reliability runs: the C++ tests under ASan+UBSan and TSan
 # (scripts/sanitize.sh), each libFuzzer target for 60 s (scripts/fuzz.sh) and
 # a 2-minute soak (scripts/soak.py). The build requires every component
@@ -26,6 +28,8 @@ echo "== Wheel: pip wheel + sdist, installed into a fresh venv, run outside the 
 start=$SECONDS
 scripts/wheel_check.sh || status=1
 echo "wheel check: $((SECONDS - start)) s"
+echo "== C++ package: cmake --install, examples/cpp built against it by find_package(obsaug) and run =="
+scripts/cxx_package_check.sh || status=1
 echo "== Sanitizers: ASan + UBSan (all C++ tests), TSan (threaded components) =="
 scripts/sanitize.sh asan tsan || status=1
 echo "== Fuzzing: libFuzzer, ${OBSAUG_FUZZ_SECONDS:-60} s per target =="
