@@ -192,17 +192,18 @@ class Loader {
 
   int64_t get_int(const std::string& path, const YAML::Node& node, int64_t lo, int64_t hi) const {
     const std::string text = node.IsScalar() ? node.Scalar() : "";
+    // The allowed values, for messages ("" when the caller checks them).
+    std::string range = "in " + std::to_string(lo) + ".." + std::to_string(hi);
+    if (hi == std::numeric_limits<int64_t>::max())
+      range = lo == std::numeric_limits<int64_t>::min() ? "" : ">= " + std::to_string(lo);
     char* end = nullptr;
     errno = 0;
     const long long parsed = plain_scalar(node) ? std::strtoll(text.c_str(), &end, 10) : 0;
-    if (!plain_scalar(node) || text.empty() || *end != '\0' || errno == ERANGE)
-      fail(path, "expected an integer, got " + got(node), node);
-    if (parsed < lo || parsed > hi) {
-      std::string range = hi == std::numeric_limits<int64_t>::max()
-                              ? ">= " + std::to_string(lo)
-                              : "in " + std::to_string(lo) + ".." + std::to_string(hi);
-      fail(path, "must be " + range + ", got " + text, node);
-    }
+    if (!plain_scalar(node) || text.empty() || *end != '\0')
+      fail(path, "expected an integer" + (range.empty() ? "" : " " + range) + ", got " + got(node),
+           node);
+    if (errno == ERANGE || parsed < lo || parsed > hi)  // ERANGE: digits beyond int64
+      fail(path, "must be " + (range.empty() ? "a 64-bit integer" : range) + ", got " + text, node);
     return parsed;
   }
 
@@ -347,11 +348,19 @@ void Loader::load_frames(const YAML::Node& node, FramesConfig* frames) const {
 OpSpec Loader::load_op(const std::string& path, const YAML::Node& node) const {
   if (!node.IsMap())
     fail(path, "expected an op mapping such as {op: shift, pad: 4}, got " + got(node), node);
+  Keys given;  // each a name, once (check_map below says the same for known keys)
+  for (const auto& entry : node) {
+    if (!entry.first.IsScalar())
+      fail(path, "keys must be names such as op or pad, got " + got(entry.first), entry.first);
+    const std::string key = entry.first.Scalar();
+    if (contains(given, key)) fail(child(path, key), "given twice", entry.first);
+    given.push_back(key);
+  }
   const YAML::Node name_node = value(node, "op");
+  if (!name_node && contains(given, "op"))
+    fail(path + ".op", "must be one of " + op_name_list() + "; got null", node["op"]);
   if (!name_node) {
     // Name the keys that were given, so the op is easy to find.
-    Keys given;
-    for (const auto& entry : node) given.push_back(entry.first.Scalar());
     fail(path,
          "missing 'op' (one of " + op_name_list() + ") in the op with keys " +
              (given.empty() ? "(none)" : join(given)),
@@ -415,8 +424,14 @@ void Loader::load_pipeline(const YAML::Node& node, const FramesConfig& frames, P
 std::string Loader::resolve_source(const std::string& path, const YAML::Node& node) const {
   const std::string text = get_string(path, node);
   if (text.empty()) fail(path, "is empty; expected a directory, a .txt list or a .tar shard", node);
+  if (text.find('\0') != std::string::npos)
+    fail(path, "contains a NUL byte, which no file path can hold", node);
   const fs::path source(text);
-  if (text == kEmbeddedPhotos) {  // the embedded photographs: their own lookup order
+  // The embedded photographs (however the path is spelt: data/photos/,
+  // ./data/photos) have their own lookup order.
+  fs::path normal = source.lexically_normal();
+  if (!normal.empty() && !normal.has_filename()) normal = normal.parent_path();  // a trailing '/'
+  if (normal == fs::path(kEmbeddedPhotos)) {
     std::vector<std::string> roots{working_directory().string()};
     for (const fs::path& dir : fallback_dirs_) roots.push_back(dir.string());
     try {
@@ -576,10 +591,14 @@ void Loader::load_output(const YAML::Node& node, OutputConfig* output) const {
            "output.dtype: float32 or drop bias (uint8 output needs bias 0)",
            bias);
   }
+  if (const std::string problem = output_affine_problem(output->scale, output->bias);
+      !problem.empty())
+    fail(scale ? "output.scale" : "output.bias", problem, scale ? scale : bias);
 }
 
-// Document markers ("---" / "..." at the start of a line) that would start a
-// second YAML document. Counted by hand: yaml-cpp 0.7's LoadAll can loop
+// The documents with content in a YAML stream, by their markers ("---" /
+// "..." at the start of a line; "%" directives before a "---" are not
+// content, nor is an empty document). Counted by hand: yaml-cpp 0.7's LoadAll can loop
 // forever on some malformed input (e.g. ",{"; fixed upstream in 0.8, found by
 // tests/fuzz/fuzz_config), so the config is parsed with Load, which reads one
 // document, and a second one is refused here.
@@ -595,17 +614,24 @@ size_t yaml_documents(const std::string& text) {
       return line.compare(0, 3, m) == 0 &&
              (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
     };
+    const size_t first = line.find_first_not_of(" \t\r");
+    const bool blank = first == std::string::npos || line[first] == '#';
     if (marker("---")) {
-      ++documents;
+      // A document of its own once it has content (here, after the marker,
+      // or on a later line): a trailing "---" alone adds no document.
       content = false;
-    } else if (marker("...")) {
-      content = false;
-    } else {
-      const size_t first = line.find_first_not_of(" \t\r");
-      if (first != std::string::npos && line[first] != '#') {
-        if (!content && documents == 0) documents = 1;
+      const size_t rest = line.find_first_not_of(" \t\r", 3);
+      if (rest != std::string::npos && line[rest] != '#') {
+        ++documents;
         content = true;
       }
+    } else if (marker("...")) {
+      content = false;
+    } else if (!content && line[0] == '%') {
+      // A directive (%YAML 1.2, %TAG ...): it precedes its document's "---".
+    } else if (!blank) {
+      if (!content) ++documents;
+      content = true;
     }
     pos = end + 1;
   }

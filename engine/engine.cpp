@@ -172,10 +172,6 @@ struct Engine::Impl {
     }
   }
 
-  uint64_t take_step(std::optional<uint64_t> explicit_step) {
-    return explicit_step ? *explicit_step : step.fetch_add(1);
-  }
-
   // Runs `kernel(pool_images_or_nullopt)` with the locking described above.
   template <typename Kernel>
   auto run(Kernel&& kernel) {
@@ -191,12 +187,14 @@ struct Engine::Impl {
     return kernel(std::optional<at::Tensor>(pool->images()));
   }
 
-  // One call: takes the step, runs `kernel(pool, step)` under run()'s
-  // locking and counts `batch` samples. Callers check their arguments first:
-  // a rejected call takes no step.
+  // One call: runs `kernel(pool, step)` under run()'s locking and counts
+  // `batch` samples. Without an explicit step the kernel takes the counter's
+  // next value once its checks pass (ops::Step), and so do the callers'
+  // checks before this: a rejected call takes no step.
   template <typename Kernel>
   auto call(int64_t batch, std::optional<uint64_t> explicit_step, Kernel&& kernel) {
-    const uint64_t s = take_step(explicit_step);
+    const ops::Step s = explicit_step ? ops::Step(*explicit_step)
+                                      : ops::Step::taken_by([this] { return step.fetch_add(1); });
     auto result = run([&](const std::optional<at::Tensor>& pool) { return kernel(pool, s); });
     calls.fetch_add(1, std::memory_order_relaxed);
     samples.fetch_add(static_cast<uint64_t>(batch), std::memory_order_relaxed);
@@ -286,7 +284,7 @@ at::Tensor Engine::augment(const at::Tensor& obs, std::optional<uint64_t> step,
   d.check_obs(obs, "augment");
   const ops::OutputOptions output =
       d.output_into(out, OutputSite::kAugment, obs, obs.size(0), obs.size(1));
-  return d.call(obs.size(0), step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
+  return d.call(obs.size(0), step, [&](const std::optional<at::Tensor>& pool, const ops::Step& s) {
     return ops::augment(obs, pool, d.config.pipeline, d.seed, s, output, d.config.frames.channels);
   });
 }
@@ -296,7 +294,7 @@ void Engine::augment_(const at::Tensor& obs, std::optional<uint64_t> step) {
   Impl& d = *impl_;
   d.check_open();
   d.check_obs(obs, "augment_");
-  d.call(obs.size(0), step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
+  d.call(obs.size(0), step, [&](const std::optional<at::Tensor>& pool, const ops::Step& s) {
     ops::augment_(obs, pool, d.config.pipeline, d.seed, s, d.config.frames.channels);
     return 0;
   });
@@ -315,10 +313,11 @@ at::Tensor Engine::gather_augment(const at::Tensor& storage, const at::Tensor& i
       indices.dim() == 2
           ? d.output_into(out, site, storage, indices.size(0), indices.size(1) * storage.size(1))
           : d.output_into(out, site, storage, 0, 0);
-  return d.call(indices.size(0), step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
-    return ops::gather_augment(storage, indices, pool, d.config.pipeline, d.seed, s, output,
-                               /*check_indices=*/false);
-  });
+  return d.call(
+      indices.size(0), step, [&](const std::optional<at::Tensor>& pool, const ops::Step& s) {
+        return ops::gather_augment(storage, indices, pool, d.config.pipeline, d.seed, s, output,
+                                   /*check_indices=*/false);
+      });
 }
 
 at::Tensor Engine::gather_augment_for(const at::Tensor& storage, const at::Tensor& indices,
@@ -331,10 +330,11 @@ at::Tensor Engine::gather_augment_for(const at::Tensor& storage, const at::Tenso
   ops::check_gather_indices(storage, indices);
   ops::OutputOptions output = d.output();
   output.out = out;
-  return d.call(indices.size(0), step, [&](const std::optional<at::Tensor>& pool, uint64_t s) {
-    return ops::gather_augment(storage, indices, pool, d.config.pipeline, seed, s, output,
-                               /*check_indices=*/false, sample_ids, out_rows);
-  });
+  return d.call(
+      indices.size(0), step, [&](const std::optional<at::Tensor>& pool, const ops::Step& s) {
+        return ops::gather_augment(storage, indices, pool, d.config.pipeline, seed, s, output,
+                                   /*check_indices=*/false, sample_ids, out_rows);
+      });
 }
 
 uint64_t Engine::reserve_steps(uint64_t count) {

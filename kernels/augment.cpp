@@ -117,7 +117,7 @@ struct Prepared {
 
 // obs and pool as check_augment_inputs has checked them.
 Prepared prepare(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
-                 const Pipeline& pipeline, uint64_t seed, uint64_t step, int64_t frame_channels) {
+                 const Pipeline& pipeline, uint64_t seed, int64_t frame_channels) {
   Prepared prepared;
   if (has_overlay(pipeline)) prepared.pool = pool->contiguous();
   // C, what the ops that mix channels and cutout's per-channel colour see
@@ -139,7 +139,8 @@ Prepared prepare(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
   } else if (!pool_given && obs.size(1) % 3 == 0) {
     g.frame_channels = 3;
   }
-  prepared.desc = resolve_pipeline(pipeline, g, seed, step);
+  // The step is set once the caller's checks have passed (Step).
+  prepared.desc = resolve_pipeline(pipeline, g, seed, /*step=*/0);
   return prepared;
 }
 
@@ -238,24 +239,25 @@ std::vector<int64_t> output_shape(const at::Tensor& obs, const Pipeline& pipelin
 }
 
 at::Tensor augment(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
-                   const Pipeline& pipeline, uint64_t seed, uint64_t step,
+                   const Pipeline& pipeline, uint64_t seed, const Step& step,
                    const OutputOptions& output, int64_t frame_channels) {
   check_augment_inputs(obs, pool, pipeline, output);
-  const Prepared prepared = prepare(obs, pool, pipeline, seed, step, frame_channels);
+  Prepared prepared = prepare(obs, pool, pipeline, seed, frame_channels);
   const at::ScalarType dtype = output_dtype(obs, output);
   at::Tensor out = output_tensor(
       output.out, {obs.size(0), obs.size(1), prepared.desc.out_h, prepared.desc.out_w},
       obs.options().dtype(dtype), {{"obs", &obs}, {"pool", pool ? &*pool : nullptr}},
       "(inplace=True, augment_)");
+  prepared.desc.step = step.take();
   const at::Tensor in = obs.contiguous();
   dispatch(prepared.desc, in, out, prepared.pool ? &*prepared.pool : nullptr, output);
   return out;
 }
 
 void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
-              const Pipeline& pipeline, uint64_t seed, uint64_t step, int64_t frame_channels) {
+              const Pipeline& pipeline, uint64_t seed, const Step& step, int64_t frame_channels) {
   check_augment_inputs(obs, pool, pipeline, {});
-  Prepared prepared = prepare(obs, pool, pipeline, seed, step, frame_channels);
+  Prepared prepared = prepare(obs, pool, pipeline, seed, frame_channels);
   // Checked before any copy: an expand()ed obs can stand for far more memory
   // than it holds, and writing it in place has no single right answer.
   TORCH_CHECK_VALUE(at::has_internal_overlap(obs) != at::MemOverlap::Yes,
@@ -273,6 +275,7 @@ void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
                     "in-place augment needs a pipeline that keeps the frame size ", obs.size(2),
                     "x", obs.size(3), ", but it produces ", prepared.desc.out_h, "x",
                     prepared.desc.out_w, "; use the out-of-place form for crops");
+  prepared.desc.step = step.take();
   const at::Tensor* pool_ptr = prepared.pool ? &*prepared.pool : nullptr;
   bool staged_in_place = obs.is_contiguous() && obs.device().is_cpu();
 #ifdef OBSAUG_WITH_CUDA
@@ -297,7 +300,7 @@ void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
 
 at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                           const std::optional<at::Tensor>& pool, const Pipeline& pipeline,
-                          uint64_t seed, uint64_t step, const OutputOptions& output,
+                          uint64_t seed, const Step& step, const OutputOptions& output,
                           bool check_indices, const std::optional<at::Tensor>& sample_ids,
                           const std::optional<at::Tensor>& out_rows) {
   check_gather_inputs(storage, pool, pipeline, output);
@@ -326,7 +329,7 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                   prepared.pool ? &*prepared.pool : nullptr, /*draws_from_pool=*/true);
   g.frame_channels = channels;
   g.channels_source = "the storage's channels";
-  prepared.desc = resolve_pipeline(pipeline, g, seed, step);
+  prepared.desc = resolve_pipeline(pipeline, g, seed, /*step=*/0);  // set below, once checked
   const at::ScalarType dtype = output_dtype(storage, output);
   const bool scattered = out_rows.has_value() && out_rows->defined();
   at::Tensor rows;
@@ -337,6 +340,7 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
        prepared.desc.out_h, prepared.desc.out_w},
       storage.options().dtype(dtype),
       {{"storage", &storage}, {"indices", &indices}, {"pool", pool ? &*pool : nullptr}}, nullptr);
+  prepared.desc.step = step.take();
   if (out.numel() == 0 || indices.size(0) == 0) return out;
   const at::Tensor source = storage.contiguous();
   dispatch(prepared.desc, source, out, prepared.pool ? &*prepared.pool : nullptr, output, &index,

@@ -14,7 +14,9 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <utility>
 
 #include "kernels/pipeline_spec.h"
 
@@ -32,14 +34,33 @@ struct OutputOptions {
   at::Tensor out{};
 };
 
+// The step a call draws with: a number, or taken from a counter only once
+// every check of the call has passed, so that a call rejected for its
+// arguments takes no step (the Engine's augment without an explicit step).
+class Step {
+ public:
+  Step(uint64_t value) : value_(value) {}  // NOLINT(google-explicit-constructor): a fixed step
+  static Step taken_by(std::function<uint64_t()> take) {
+    Step s(0);
+    s.take_ = std::move(take);
+    return s;
+  }
+  uint64_t take() const { return take_ ? take_() : value_; }
+
+ private:
+  uint64_t value_;
+  std::function<uint64_t()> take_;
+};
+
 // The fused pipeline, out of place. One read of the input, one write of the output.
 at::Tensor augment(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
-                   const Pipeline& pipeline, uint64_t seed, uint64_t step,
+                   const Pipeline& pipeline, uint64_t seed, const Step& step,
                    const OutputOptions& output = {}, int64_t frame_channels = 0);
 
 // In place: the pipeline must keep the frame size (no shrinking crop).
 void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
-              const Pipeline& pipeline, uint64_t seed, uint64_t step, int64_t frame_channels = 0);
+              const Pipeline& pipeline, uint64_t seed, const Step& step,
+              int64_t frame_channels = 0);
 
 // Gathers stacks from a frame storage and augments them in one pass:
 // sample b's stacked frame s is storage[indices[b, s]]. storage is
@@ -57,7 +78,7 @@ void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
 // out[out_rows[b]]; the other rows of out are left as they are.
 at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                           const std::optional<at::Tensor>& pool, const Pipeline& pipeline,
-                          uint64_t seed, uint64_t step, const OutputOptions& output = {},
+                          uint64_t seed, const Step& step, const OutputOptions& output = {},
                           bool check_indices = true,
                           const std::optional<at::Tensor>& sample_ids = std::nullopt,
                           const std::optional<at::Tensor>& out_rows = std::nullopt);

@@ -58,9 +58,8 @@ at::ScalarType output_dtype(const at::Tensor& input, const OutputOptions& output
   const at::ScalarType dtype = output.dtype.value_or(input.scalar_type());
   TORCH_CHECK_TYPE(dtype == at::kByte || dtype == at::kFloat,
                    "out_dtype must be uint8 or float32, got ", dtype);
-  TORCH_CHECK_VALUE(std::isfinite(output.scale) && std::isfinite(output.bias),
-                    "scale and bias must be finite, got scale=", output.scale,
-                    " bias=", output.bias);
+  const std::string affine = output_affine_problem(output.scale, output.bias);
+  TORCH_CHECK_VALUE(affine.empty(), affine);
   if (dtype == at::kByte) {
     TORCH_CHECK_TYPE(input.scalar_type() == at::kByte,
                      "out_dtype uint8 needs uint8 obs (float32 obs gives float32 output), got ",

@@ -282,6 +282,36 @@ uint32_t gate_threshold(double p) {
   return static_cast<uint32_t>(std::min(16777216.0, std::ceil(p * 16777216.0)));
 }
 
+std::string output_affine_problem(double scale, double bias) {
+  std::ostringstream out;
+  out.precision(17);
+  if (!std::isfinite(scale) || !std::isfinite(bias)) {
+    out << "scale and bias must be finite, got scale=" << scale << " bias=" << bias;
+    return out.str();
+  }
+  const float s = static_cast<float>(scale);
+  const float b = static_cast<float>(bias);
+  if (!std::isfinite(s) || !std::isfinite(b)) {
+    out << "scale=" << scale << " bias=" << bias << " are beyond float32, whose largest "
+        << "finite value is about 3.4e38";
+    return out.str();
+  }
+  if (scale != 0 && s == 0.0f) {
+    out << "scale " << scale << " rounds to 0 in float32 (every output would be the bias); "
+        << "the smallest nonzero float32 is about 1.4e-45";
+    return out.str();
+  }
+  // The output is affine in v, so its largest magnitude is at v = 0 or 255.
+  for (const float v : {0.0f, 255.0f}) {
+    if (!std::isfinite(to_output(v, s, b, nullptr))) {
+      out << "scale=" << scale << " bias=" << bias << " overflow float32 (" << v << " * scale + "
+          << "bias is not finite); |255 * scale + bias| and |bias| must stay below 3.4e38";
+      return out.str();
+    }
+  }
+  return "";
+}
+
 namespace {
 
 // color_jitter's factor range for strength x, as float32 lo and span from

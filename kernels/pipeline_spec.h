@@ -131,4 +131,10 @@ bool has_overlay(const Pipeline& pipeline);
 // A gate's threshold T = min(2^24, ceil(p * 2^24)), in double (section 3a).
 uint32_t gate_threshold(double p);
 
+// What is wrong with a float32 output's out = v * scale + bias (v in 0..255,
+// computed in float32, to_output in kernels/pipeline.h), or "" when nothing
+// is: scale and bias must be finite, scale must not round to 0 in float32
+// unless it is 0, and no v may give inf. The ops and the config both ask.
+std::string output_affine_problem(double scale, double bias);
+
 }  // namespace obsaug

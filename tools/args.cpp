@@ -1,6 +1,7 @@
 // The obsaug CLI's command line (tools/args.h).
 #include "tools/args.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -12,24 +13,68 @@ std::string Args::get(const std::string& key, const std::string& fallback) const
   return it == values.end() ? fallback : it->second;
 }
 
-int64_t Args::get_int(const std::string& key, int64_t fallback, int64_t min_value) const {
+namespace {
+
+// Whether text is digits, optionally with a fraction and an exponent:
+// 123, 1e7, 2.5e+6 (no sign, no hex, no inf or nan).
+bool decimal_number(const std::string& text) {
+  size_t i = 0;
+  const auto digits = [&] {
+    const size_t from = i;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+    return i > from;
+  };
+  if (!digits()) return false;
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    if (!digits()) return false;
+  }
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    if (i < text.size() && text[i] == '+') ++i;
+    if (!digits()) return false;
+  }
+  return i == text.size();
+}
+
+}  // namespace
+
+int64_t Args::get_int(const std::string& key, int64_t fallback, int64_t min_value,
+                      int64_t max_value) const {
   auto it = values.find(key);
   if (it == values.end()) return fallback;
   const std::string& text = it->second;
-  char* end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  // Accept 1e7 / 10e6 style counts too.
-  if (end && *end != '\0') {
-    double d = std::strtod(text.c_str(), &end);
-    if (*end != '\0' || !(d == std::floor(d)) || d > 9.0e18)
-      v = min_value - 1;
-    else
-      v = static_cast<long long>(d);
+  const std::string range =
+      max_value == INT64_MAX ? ">= " + std::to_string(min_value)
+                             : "in " + std::to_string(min_value) + ".." + std::to_string(max_value);
+  const auto refuse = [&] {
+    throw UsageError("--" + key + ": expected an integer " + range + ", got '" + text + "'");
+  };
+  if (!decimal_number(text)) refuse();  // no sign: every option counts from 0 or 1
+  int64_t v = 0;
+  if (text.find_first_not_of("0123456789") == std::string::npos) {  // digits: exact
+    errno = 0;
+    v = std::strtoll(text.c_str(), nullptr, 10);
+    if (errno == ERANGE) refuse();
+  } else {  // 1e7, 2.5e6: whole, and inside int64 before the cast (9e18 < 2^63)
+    const double d = std::strtod(text.c_str(), nullptr);
+    if (!(d == std::floor(d)) || d > 9.0e18) refuse();
+    v = static_cast<int64_t>(d);
   }
-  if (text.empty() || errno == ERANGE || v < min_value) {
-    throw UsageError("--" + key + ": expected an integer >= " + std::to_string(min_value) +
-                     ", got '" + text + "'");
+  if (v < min_value || v > max_value) refuse();
+  return v;
+}
+
+uint64_t Args::get_uint64(const std::string& key, uint64_t fallback) const {
+  auto it = values.find(key);
+  if (it == values.end()) return fallback;
+  const std::string& text = it->second;
+  errno = 0;
+  const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
+      errno == ERANGE) {
+    throw UsageError("--" + key + ": expected an integer in 0..18446744073709551615, got '" + text +
+                     "'");
   }
   return v;
 }
@@ -58,9 +103,13 @@ Args parse_args(const std::string& command, int argc, char** argv, int first,
         if (i + 1 >= argc) throw UsageError("--" + key + " needs a value");
         value = argv[++i];
       }
+      if (args.values.count(key))
+        throw UsageError("--" + key + " given twice ('" + args.values[key] + "', then '" + value +
+                         "'); give it once");
       args.values[key] = value;
     } else if (bare.count(key)) {
       if (has_value) throw UsageError("--" + key + " takes no value");
+      if (args.flags.count(key)) throw UsageError("--" + key + " given twice; give it once");
       args.flags.insert(key);
     } else {
       std::string known;

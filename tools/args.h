@@ -26,14 +26,19 @@ struct Args {
 
   bool has(const std::string& key) const { return values.count(key) || flags.count(key); }
   std::string get(const std::string& key, const std::string& fallback = "") const;
-  // The value of --key as an integer >= min_value (also "1e7" style); the
-  // fallback when absent; UsageError otherwise.
-  int64_t get_int(const std::string& key, int64_t fallback, int64_t min_value) const;
+  // The value of --key as an integer in min_value..max_value (min_value >= 0),
+  // written in decimal digits or as a whole number in exponent form ("1e7",
+  // "2.5e6");
+  // the fallback when absent; UsageError, naming the range, otherwise.
+  int64_t get_int(const std::string& key, int64_t fallback, int64_t min_value,
+                  int64_t max_value = INT64_MAX) const;
+  // The value of --key as an integer in 0..2^64-1, decimal digits only.
+  uint64_t get_uint64(const std::string& key, uint64_t fallback) const;
 };
 
 // Parses argv[first..argc) for `command`: `valued` options take a value,
 // `bare` ones do not; --help is always known. UsageError names an unknown
-// option with the known ones.
+// option with the known ones, and an option given twice.
 Args parse_args(const std::string& command, int argc, char** argv, int first,
                 const std::set<std::string>& valued, const std::set<std::string>& bare);
 

@@ -26,6 +26,12 @@
 namespace obsaug::cli {
 namespace {
 
+// --threads: at::set_num_threads takes an int, and beyond this many an
+// OpenMP team only measures oversubscription.
+constexpr int64_t kMaxThreads = 1024;
+// --samples: the progress arithmetic (10 * done) stays inside int64.
+constexpr int64_t kMaxSamples = 100000000000000;  // 1e14
+
 // The bytes one sample moves: each observation byte read once and each
 // output byte written once (in place: read and written), plus the
 // distractor pixels each overlay reads: C*Hp*Wp per sample (S*C*Hp*Wp
@@ -102,7 +108,7 @@ int bench_command(int argc, char** argv) {
   }
   const std::string path = config_file("bench", args);
   const int64_t batch = args.get_int("batch", 256, 1);
-  const int64_t samples = args.get_int("samples", 10000000, 1);
+  const int64_t samples = args.get_int("samples", 10000000, 1, kMaxSamples);
   if (args.has("inplace") && args.has("out-of-place"))
     throw UsageError("bench: --inplace and --out-of-place exclude each other");
   [[maybe_unused]] const int64_t replay_capacity = args.get_int("replay", 0, 1);
@@ -121,7 +127,8 @@ int bench_command(int argc, char** argv) {
       has_overlay(config.pipeline) && config.pool.refresh.mode == RefreshMode::kAsync
           ? config.pool.refresh.threads
           : 0;
-  const int64_t threads = args.get_int("threads", std::max<int64_t>(1, cores - decoders), 1);
+  const int64_t threads =
+      args.get_int("threads", std::max<int64_t>(1, cores - decoders), 1, kMaxThreads);
   at::set_num_threads(static_cast<int>(threads));
 
   const auto [out_h, out_w] = frame_size_after(config);
@@ -133,7 +140,14 @@ int bench_command(int argc, char** argv) {
                      " frames into " + std::to_string(out_h) + "x" + std::to_string(out_w) +
                      " (use --out-of-place)");
   }
-  const bool inplace = !args.has("out-of-place") && keeps_size;
+  // augment_ writes uint8 over the input and ignores config.output.
+  const bool float_output = config.output.dtype == OutputDtype::kFloat32;
+  if (args.has("inplace") && float_output) {
+    throw UsageError("bench: --inplace writes the uint8 input over itself, but " + path +
+                     " asks for float32 output (output.dtype), which only augment gives "
+                     "(use --out-of-place)");
+  }
+  const bool inplace = !args.has("out-of-place") && keeps_size && !float_output;
 
   std::printf("config:    %s (device %s, seed %" PRIu64 ")\n", path.c_str(), config.device.c_str(),
               config.seed);

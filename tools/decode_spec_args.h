@@ -4,7 +4,8 @@
 // Header-only: both binaries link obsaug_decode and nothing else of tools/.
 #pragma once
 
-#include <cstdio>
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -14,6 +15,21 @@ namespace obsaug {
 
 enum class SpecOption { kNotMine, kTaken, kBad };
 
+// The largest --size side: a distractor is resized to an observation's size.
+inline constexpr int kMaxDecodeSide = 16384;
+
+// `text` as a decimal integer in 0..max (digits only: no sign, hex or octal).
+inline bool parse_decimal(const char* text, uint64_t max, uint64_t* out) {
+  const std::string s = text;
+  if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s.c_str(), nullptr, 10);
+  if (errno == ERANGE || v > max) return false;
+  *out = v;
+  return true;
+}
+
 // Reads the option at argv[*i] into `spec` when it is one of the above
 // (advancing *i past its value); kBad sets `error` to what was expected.
 inline SpecOption take_spec_option(int argc, char** argv, int* i, AugmentSpec* spec,
@@ -21,14 +37,26 @@ inline SpecOption take_spec_option(int argc, char** argv, int* i, AugmentSpec* s
   const std::string arg = argv[*i];
   const bool has_value = *i + 1 < argc;
   if (arg == "--size" && has_value) {
-    if (std::sscanf(argv[++*i], "%dx%d", &spec->out_height, &spec->out_width) != 2) {
-      *error = "--size wants HxW, e.g. 84x84";
+    const std::string value = argv[++*i];
+    const size_t x = value.find('x');
+    uint64_t h = 0, w = 0;
+    if (x == std::string::npos || !parse_decimal(value.substr(0, x).c_str(), kMaxDecodeSide, &h) ||
+        !parse_decimal(value.substr(x + 1).c_str(), kMaxDecodeSide, &w)) {
+      *error = "--size wants HxW with sides in 1.." + std::to_string(kMaxDecodeSide) +
+               ", e.g. 84x84; got '" + value + "'";
       return SpecOption::kBad;
     }
+    spec->out_height = static_cast<int>(h);
+    spec->out_width = static_cast<int>(w);
     return SpecOption::kTaken;
   }
   if (arg == "--channels" && has_value) {
-    spec->channels = std::atoi(argv[++*i]);
+    const std::string value = argv[++*i];
+    if (value != "1" && value != "3") {
+      *error = "--channels must be 1 or 3, got '" + value + "'";
+      return SpecOption::kBad;
+    }
+    spec->channels = value == "1" ? 1 : 3;
     return SpecOption::kTaken;
   }
   if (arg == "--no-dct") {
@@ -63,8 +91,12 @@ std::string parse_decode_args(int argc, char** argv, int first, AugmentSpec* spe
     if (taken == SpecOption::kBad) return error;
     if (taken == SpecOption::kTaken) continue;
     const std::string arg = argv[i];
-    const int used = own(arg, i + 1 < argc ? argv[i + 1] : nullptr);
-    if (used == kUnknownArg) return "unknown or incomplete option " + arg;
+    const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
+    const int used = own(arg, value);
+    if (used == kUnknownArg) {
+      return "unknown option, or a missing or bad value (counts are decimal integers): " + arg +
+             (value ? std::string(" ") + value : std::string());
+    }
     i += used;
   }
   return spec_problem(*spec);

@@ -41,12 +41,12 @@ int main(int argc, char** argv) {
   const std::string problem = obsaug::parse_decode_args(
       argc, argv, 3, &spec, [&](const std::string& arg, const char* value) {
         if (arg == "--seed" && value) {
-          seed = std::strtoull(value, nullptr, 0);
-          return obsaug::kUsedArgAndValue;
+          return obsaug::parse_decimal(value, UINT64_MAX, &seed) ? obsaug::kUsedArgAndValue
+                                                                 : obsaug::kUnknownArg;
         }
         if (arg == "--serial" && value) {
-          serial = std::strtoull(value, nullptr, 0);
-          return obsaug::kUsedArgAndValue;
+          return obsaug::parse_decimal(value, UINT64_MAX, &serial) ? obsaug::kUsedArgAndValue
+                                                                   : obsaug::kUnknownArg;
         }
         if (arg == "--whole") {
           spec.random_crop = false;

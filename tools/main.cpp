@@ -33,18 +33,20 @@ usage:
   obsaug check-config FILE
       Load and validate a YAML config; print it with every default and
       inferred value spelled out. FILE is a path or a preset name
-      (atari, default, drq_shift, rad_crop, svea_overlay), here and below.
+      (a configs/*.yaml name such as default or drq_shift; an unknown name
+      lists them), here and below.
   obsaug bench --config FILE [--batch B] [--samples N] [--threads T]
                [--inplace | --out-of-place]
       Stream N augmented samples through the engine in batches of B random
       uint8 observations [B, S*C, H, W] on the config's device; print
       samples/s, bytes/s and the distractor pool's counters.
         --batch B        observations per augment call (default 256)
-        --samples N      samples to augment in all (default 10000000)
-        --threads T      intra-op threads (default: all cores but one per
-                         background pool decoder, at least 1)
+        --samples N      samples to augment in all (default 10000000, at
+                         most 1e14)
+        --threads T      intra-op threads, 1..1024 (default: all cores but
+                         one per background pool decoder, at least 1)
         --inplace        augment_ on the batch (default; needs a pipeline
-                         that keeps the frame size)
+                         that keeps the frame size and uint8 output)
         --out-of-place   augment, a new output tensor per call
         --replay CAP     sample+augment instead: fill an obsaug::ReplayBuffer
                          of CAP frames (synthetic episodes of 1000 steps),
@@ -56,9 +58,12 @@ usage:
       Augment B synthetic scenes (a cart-pole-like render, S stacked frames
       of motion) and write a PNG grid: one row per sample, its S original
       frames, then its S augmented frames.
-        --batch B        rows (default 8)
-        --seed-step S    the step the augmentation draws with (default 0)
-        --scale K        nearest-neighbour magnification (default 2)
+        --batch B        rows, 1..4096 (default 8)
+        --seed-step S    the step the augmentation draws with, 0..2^64-1
+                         (default 0)
+        --scale K        nearest-neighbour magnification, 1..64 (default 2);
+                         the grid must stay within 1000000 pixels a side
+                         and 1 GiB
   obsaug fetch-photos [--force] [--dest DIR]
       Download the embedded photographs (Debian packages) into the user
       cache ($XDG_CACHE_HOME/obsaug/photos, else ~/.cache/obsaug/photos),

@@ -19,6 +19,7 @@ void write_png(const RgbImage& image, const std::string& path) {
   if (!png || !info || setjmp(png_jmpbuf(png))) {
     png_destroy_write_struct(&png, &info);
     std::fclose(file);
+    std::remove(path.c_str());  // no truncated file left behind
     throw std::runtime_error("libpng failed writing " + path);
   }
   png_init_io(png, file);

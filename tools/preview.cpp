@@ -20,6 +20,8 @@ namespace {
 
 constexpr int64_t kGap = 2;       // pixels between frames and between rows
 constexpr int64_t kGroupGap = 8;  // between the original and the augmented frames
+constexpr int64_t kMaxPngSide = 1000000;  // libpng's default user limit
+constexpr int64_t kMaxGridBytes = int64_t{1} << 30;
 
 // Augmented output back to uint8 0..255 on the CPU (undoing float32 scale/bias).
 at::Tensor to_display(const at::Tensor& out, const OutputConfig& output) {
@@ -56,26 +58,34 @@ int preview_command(int argc, char** argv) {
   const std::string path = config_file("preview", args);
   const std::string out_path = args.get("out");
   if (out_path.empty()) throw UsageError("preview: --out GRID.png is required");
-  const int64_t batch = args.get_int("batch", 8, 1);
-  const int64_t step = args.get_int("seed-step", 0, 0);
-  const int64_t scale = args.get_int("scale", 2, 1);
-  if (batch > 4096 || scale > 64) throw UsageError("preview: --batch <= 4096 and --scale <= 64");
+  const int64_t batch = args.get_int("batch", 8, 1, 4096);
+  const uint64_t step = args.get_uint64("seed-step", 0);
+  const int64_t scale = args.get_int("scale", 2, 1, 64);
 
   Config config = load_config_file(path);
   const FramesConfig& f = config.frames;
-  Engine engine(config);
-  at::Tensor original = synthetic_observations(batch, f);
-  at::Tensor augmented = to_display(
-      engine.augment(original.to(config.device), static_cast<uint64_t>(step)), config.output);
-  engine.close();
-
+  // The grid's size, checked before anything is built (frame sides are at
+  // most 2^20, so none of this overflows).
+  const auto [out_h, out_w] = frame_size_after(config);
   const int64_t oh = f.height * scale, ow = f.width * scale;
-  const int64_t ah = augmented.size(2) * scale, aw = augmented.size(3) * scale;
+  const int64_t ah = out_h * scale, aw = out_w * scale;
   const int64_t S = f.stack, C = f.channels;
   const int64_t row_h = std::max(oh, ah);
   const int64_t augmented_left = S * ow + (S - 1) * kGap + kGroupGap;
   const int64_t width = augmented_left + S * aw + (S - 1) * kGap;
   const int64_t height = batch * row_h + (batch - 1) * kGap;
+  if (width > kMaxPngSide || height > kMaxPngSide || width * height * 3 > kMaxGridBytes) {
+    throw UsageError("preview: the grid would be " + std::to_string(width) + "x" +
+                     std::to_string(height) + " pixels, beyond " + std::to_string(kMaxPngSide) +
+                     " a side or 1 GiB; lower --batch (" + std::to_string(batch) +
+                     ") or --scale (" + std::to_string(scale) + ")");
+  }
+
+  Engine engine(config);
+  at::Tensor original = synthetic_observations(batch, f);
+  at::Tensor augmented =
+      to_display(engine.augment(original.to(config.device), step), config.output);
+  engine.close();
   RgbImage grid(width, height, 255);
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t top = b * (row_h + kGap);
@@ -86,7 +96,7 @@ int preview_command(int argc, char** argv) {
     }
   }
   write_png(grid, out_path);
-  std::printf("wrote %s: %" PRId64 "x%" PRId64 " pixels; %" PRId64 " rows (samples, step %" PRId64
+  std::printf("wrote %s: %" PRId64 "x%" PRId64 " pixels; %" PRId64 " rows (samples, step %" PRIu64
               "), each %" PRId64 " original %" PRId64 "x%" PRId64 " frames | %" PRId64
               " augmented %" PRId64 "x%" PRId64 " frames, magnified %" PRId64 "x\n",
               out_path.c_str(), width, height, batch, step, S, f.height, f.width, S,

@@ -6,8 +6,11 @@ obsaug.locations; an unknown name raises ValueError listing them) or a
 mapping (a dict, or a Hydra/OmegaConf DictConfig) with the same schema
 (DESIGN.md section 6; the mapping is sent as JSON, which is YAML, through the
 same strict loader, so errors name the key's path).
+Numbers may be numpy or 0-dim torch scalars, paths ``os.PathLike``.
 Relative ``pool.sources`` in a dict resolve against the working directory,
-then against ``base_dir`` when given.
+then against ``base_dir`` (default: the checkout this package lies in, if
+any, as for the presets in its configs/), and ``data/photos`` names the
+embedded photographs as in a file (obsaug.locations.embedded_photos).
 
 Every ``augment`` call without ``step`` takes the next value of the engine's
 counter, so ``augment(obs)`` and ``augment(next_obs)`` draw independent
@@ -46,14 +49,24 @@ from ._closing import Closing
 __all__ = ["Engine"]
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Any, path: str = "") -> Any:
     """Nested Mappings and Sequences (a Hydra/OmegaConf DictConfig / ListConfig, with its
-    interpolations resolved on access) as dicts and lists, for json."""
+    interpolations resolved on access) as dicts and lists of JSON's types, for json.
+    numpy / 0-dim torch scalars become Python numbers, os.PathLike a str; anything else
+    is a TypeError naming its key path."""
     if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
+        return {key: _plain(item, f"{path}.{key}" if path else str(key))
+                for key, item in value.items()}
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
     if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-        return [_plain(item) for item in value]
-    return value
+        return [_plain(item, f"{path}[{k}]") for k, item in enumerate(value)]
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # numpy, torch scalars
+        return _plain(value.item(), path)
+    raise TypeError(f"config {path or '(the whole config)'}: expected a number, string, bool, "
+                    f"list or mapping, got {type(value).__name__}")
 
 
 def _out_arg(out: Any) -> Optional[torch.Tensor]:
@@ -80,9 +93,10 @@ class Engine(Closing):
             raise TypeError(f"reuse_output must be a bool or None, got {type(reuse_output).__name__}")
         if isinstance(config, Mapping):
             text = json.dumps(_plain(config))
-            self._native = _C.Engine.from_string(
-                text, "<dict>", os.fspath(base_dir) if base_dir is not None else "",
-                rank, world_size, reuse_output)
+            if base_dir is None:
+                base_dir = locations.checkout_root() or ""
+            self._native = _C.Engine.from_string(text, "<dict>", os.fspath(base_dir), rank,
+                                                 world_size, reuse_output)
         elif isinstance(config, (str, os.PathLike)):
             self._native = _C.Engine.from_file(locations.find_config(config), rank, world_size,
                                                reuse_output)

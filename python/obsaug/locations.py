@@ -22,7 +22,7 @@ from typing import List, Optional, Union
 
 from . import _C
 
-__all__ = ["preset_dirs", "preset_names", "find_config", "photo_cache_dir",
+__all__ = ["preset_dirs", "preset_names", "find_config", "photo_cache_dir", "checkout_root",
            "embedded_photos", "fetch_script", "cli_binary"]
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -54,10 +54,16 @@ def photo_cache_dir() -> str:
     return _C.photo_cache_dir()
 
 
+def checkout_root() -> Optional[str]:
+    """The repository checkout this package lies in (python/obsaug/ of it), or None
+    when it is installed (a wheel): a dict config's fallback for relative sources."""
+    return str(_CHECKOUT) if (_CHECKOUT / "configs" / "default.yaml").is_file() else None
+
+
 def embedded_photos() -> str:
     """The folder of the embedded photographs, as a config's ``data/photos`` finds it
     from the working directory (absolute)."""
-    return _C.find_embedded_photos([os.getcwd(), str(_CHECKOUT)])
+    return _C.find_embedded_photos([os.getcwd()] + [root for root in [checkout_root()] if root])
 
 
 def fetch_script() -> Path:

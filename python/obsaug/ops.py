@@ -105,6 +105,20 @@ def _int_arg(name: str, value: int) -> int:
     return value
 
 
+def _float_arg(name: str, value: float) -> float:
+    """A real argument (an int, a float, a numpy number; not a bool or a string)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    return float(value)
+
+
+def _bool_arg(name: str, value: bool) -> bool:
+    """A bool argument (True or False, as in a pipeline dict; not an int or a string)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return value
+
+
 def _size_pair(size: Union[int, Sequence[int]]) -> Tuple[int, int]:
     """N or (height, width), each an int or a numpy integer, as (height, width)."""
     if _is_int(size):
@@ -127,7 +141,7 @@ def _value_text(where: str, key: str, spec: Mapping[str, Any], value: Any) -> Op
     if kind == "int":
         ok, text = _is_int(value), str(value)
     elif kind == "float":
-        ok = not_bool and isinstance(value, (int, float))
+        ok = not_bool and isinstance(value, numbers.Real)
         text = repr(float(value)) if ok else ""
     elif kind == "bool":
         ok, text = not not_bool, "true" if value else "false"
@@ -239,9 +253,10 @@ def overlay(obs: torch.Tensor, pool: torch.Tensor, *, seed: int, step: int,
             per_frame: bool = _default("overlay", "per_frame"), op_index: int = 0,
             inplace: bool = False, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Blend a random pool image into each sample with weight alpha (or U[alpha, alpha_max])."""
-    args = (obs, pool, _as_int64("seed", seed), _as_int64("step", step), float(alpha),
-            None if alpha_max is None else float(alpha_max), per_frame,
-            _int_arg("op_index", op_index))
+    args = (obs, pool, _as_int64("seed", seed), _as_int64("step", step),
+            _float_arg("alpha", alpha),
+            None if alpha_max is None else _float_arg("alpha_max", alpha_max),
+            _bool_arg("per_frame", per_frame), _int_arg("op_index", op_index))
     if out is not None:
         if inplace:
             raise ValueError("pass either inplace=True (the result in obs) or out= (the result "
@@ -268,12 +283,13 @@ def augment(obs: torch.Tensor, pool: Optional[torch.Tensor] = None, *,
     """
     text = pipeline_text(ops)
     seed64, step64 = _as_int64("seed", seed), _as_int64("step", step)
+    scale, bias = _float_arg("scale", scale), _float_arg("bias", bias)
     if out is not None:
         if inplace:
             raise ValueError("pass either inplace=True (the result in obs) or out= (the result "
                              "in out), not both")
-        torch.ops.obsaug.augment_out(obs, pool, text, seed64, step64, out_dtype, float(scale),
-                                     float(bias), out=_out_arg(out))
+        torch.ops.obsaug.augment_out(obs, pool, text, seed64, step64, out_dtype, scale, bias,
+                                     out=_out_arg(out))
         return out
     if inplace:
         if (out_dtype not in (None, obs.dtype)) or scale != 1.0 or bias != 0.0:
@@ -281,8 +297,7 @@ def augment(obs: torch.Tensor, pool: Optional[torch.Tensor] = None, *,
                              "need inplace=False")
         torch.ops.obsaug.augment_(obs, pool, text, seed64, step64)
         return obs
-    return torch.ops.obsaug.augment(obs, pool, text, seed64, step64, out_dtype,
-                                    float(scale), float(bias))
+    return torch.ops.obsaug.augment(obs, pool, text, seed64, step64, out_dtype, scale, bias)
 
 
 def gather_augment(storage: torch.Tensor, indices: torch.Tensor,
@@ -308,7 +323,8 @@ def gather_augment(storage: torch.Tensor, indices: torch.Tensor,
     on the whole batch (obsaug.distributed augments another rank's draws so).
     """
     args = (storage, indices, pool, pipeline_text(ops), _as_int64("seed", seed),
-            _as_int64("step", step), out_dtype, float(scale), float(bias), sample_ids)
+            _as_int64("step", step), out_dtype, _float_arg("scale", scale),
+            _float_arg("bias", bias), sample_ids)
     if out is not None:
         torch.ops.obsaug.gather_augment_out(*args, out=_out_arg(out))
         return out

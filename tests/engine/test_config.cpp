@@ -123,8 +123,16 @@ TEST_F(ConfigText, MalformedFlowIndicatorsFailInsteadOfHanging) {
 TEST_F(ConfigText, SecondDocumentIsRefused) {
   expect("seed: 1\n---\nseed: 2\n", "", {"2 YAML documents"});
   expect("---\nseed: 1\n---\nseed: 2\n", "", {"2 YAML documents"});
+  expect("seed: 1\n...\nseed: 2\n", "", {"2 YAML documents"});
+  expect("--- {seed: 1}\n--- {seed: 2}\n", "", {"2 YAML documents"});
   EXPECT_EQ(load("---\nseed: 3\n...\n").seed, 3u);
   EXPECT_EQ(load("# comment\n---\nseed: 4\n").seed, 4u);
+  // Directives come before their document's "---"; an empty document after
+  // the config adds nothing.
+  EXPECT_EQ(load("%YAML 1.2\n---\nseed: 5\n").seed, 5u);
+  EXPECT_EQ(load("%TAG !e! tag:example.com,2000:\n---\nseed: 6\n").seed, 6u);
+  EXPECT_EQ(load("seed: 7\n---\n").seed, 7u);
+  EXPECT_EQ(load("seed: 8\n---\n# nothing\n...\n").seed, 8u);
 }
 
 TEST_F(ConfigText, InvalidYamlNamesLineAndColumn) {
@@ -154,13 +162,28 @@ TEST_F(ConfigText, KeyOfAnotherOp) {
   expect("pipeline: [{op: shift, size: 4}]", "pipeline[0].size", {"does not apply to shift"});
 }
 
-TEST_F(ConfigText, DuplicateKey) { expect("seed: 1\nseed: 2\n", "seed", {"given twice"}); }
+TEST_F(ConfigText, DuplicateKey) {
+  expect("seed: 1\nseed: 2\n", "seed", {"given twice"});
+  // In an op, before the op's name is read (the first would have won).
+  expect("pipeline: [{op: shift, op: crop, size: 10}]", "pipeline[0].op", {"given twice"});
+  expect("pipeline: [{op: shift, pad: 4, pad: 2}]", "pipeline[0].pad", {"given twice"});
+}
+
+TEST_F(ConfigText, NullOrNamelessOpKeys) {
+  expect("pipeline: [{op: ~, pad: 4}]", "pipeline[0].op",
+         {"must be one of shift, crop, overlay", "got null"});
+  expect("pipeline: [{[a]: 1}]", "pipeline[0]", {"keys must be names such as op or pad"});
+  expect("pipeline: [{pad: 4}]", "pipeline[0]", {"missing 'op'", "in the op with keys pad"});
+}
 
 TEST_F(ConfigText, WrongType) {
-  expect("pool: {size: big}", "pool.size", {"<test>: pool.size: expected an integer, got 'big'"});
-  expect("pool: {size: 2.5}", "pool.size", {"expected an integer, got '2.5'"});
-  expect("frames: {stack: [1, 2]}", "frames.stack", {"expected an integer, got a list"});
-  expect("frames: {height: \"84\"}", "frames.height", {"expected an integer, got the string '84'"});
+  expect("pool: {size: big}", "pool.size",
+         {"<test>: pool.size: expected an integer in 1..2147483647, got 'big'"});
+  expect("pool: {size: 2.5}", "pool.size", {"expected an integer in 1..2147483647, got '2.5'"});
+  expect("frames: {stack: [1, 2]}", "frames.stack",
+         {"expected an integer in 1..32767, got a list"});
+  expect("frames: {height: \"84\"}", "frames.height",
+         {"expected an integer in 1..1073741824, got the string '84'"});
   expect("frames: 3", "frames", {"expected a mapping with keys stack, channels, height, width"});
   expect("seed: abc", "seed", {"expected an integer in 0..18446744073709551615, got 'abc'"});
   expect("pipeline: [{op: overlay, alpha: half}]", "pipeline[0].alpha",
@@ -184,6 +207,9 @@ TEST_F(ConfigText, OutOfRange) {
   expect("frames: {channels: 2}", "frames.channels", {"must be 1 (grayscale) or 3 (RGB), got 2"});
   expect("frames: {channels: 4}", "frames.channels", {"must be 1 (grayscale) or 3 (RGB), got 4"});
   expect("frames: {width: -84}", "frames.width", {"must be in 1..1073741824, got -84"});
+  // Digits beyond int64 are out of range too, not "not an integer".
+  expect("pool: {size: 99999999999999999999}", "pool.size",
+         {"must be in 1..2147483647, got 99999999999999999999"});
   expect("seed: -1", "seed", {"must be in 0..18446744073709551615, got -1"});
   expect("seed: 18446744073709551616", "seed", {"must be in 0..18446744073709551615"});
   expect("device: gpu", "device", {"must be cpu, cuda or cuda:N", "got 'gpu'"});
@@ -264,6 +290,20 @@ TEST_F(ConfigText, MissingSourceSaysHowToGetPhotos) {
   expect("pool: {sources: [elsewhere/list.txt]}", "pool.sources[0]",
          {"does not exist", "a .txt list of image paths", "bash scripts/fetch_photos.sh"});
   expect("pool: {sources: ['']}", "pool.sources[0]", {"is empty"});
+  // A NUL would cut the path short wherever it is used as a C string.
+  expect("pool: {sources: [\"" + photos() + "\\0/no/such\"]}", "pool.sources[0]",
+         {"contains a NUL byte"});
+}
+
+TEST_F(ConfigText, EmbeddedPhotosHoweverSpelt) {
+  const fs::path embedded = tmp_.path() / "embedded";
+  fs::create_directories(embedded);
+  const testing::ScopedEnv env("OBSAUG_PHOTOS", embedded.string());
+  for (const char* spelling : {"data/photos", "data/photos/", "./data/photos", "data//photos"}) {
+    SCOPED_TRACE(spelling);
+    const Config c = load(std::string("pool: {sources: [") + spelling + "]}");
+    EXPECT_EQ(c.pool.sources, std::vector<std::string>{embedded.string()});
+  }
 }
 
 TEST_F(ConfigText, OutputDtypeAndAffine) {
@@ -276,6 +316,13 @@ TEST_F(ConfigText, OutputDtypeAndAffine) {
   EXPECT_EQ(c.output.dtype, OutputDtype::kFloat32);
   EXPECT_EQ(c.output.scale, 1.0 / 255.0);
   EXPECT_EQ(c.output.bias, -0.5);
+  // float32 must hold scale, bias and every v * scale + bias, v in 0..255.
+  expect("output: {dtype: float32, scale: 1e308}", "output.scale", {"beyond float32"});
+  expect("output: {dtype: float32, bias: -1e39}", "output.bias", {"beyond float32"});
+  expect("output: {dtype: float32, scale: 1e-50}", "output.scale", {"rounds to 0 in float32"});
+  expect("output: {dtype: float32, scale: 1e36, bias: 3.3e38}", "output.scale",
+         {"overflow float32 (255 * scale + bias is not finite)"});
+  EXPECT_EQ(load("output: {dtype: float32, scale: 0, bias: 3e38}").output.bias, 3e38);
   // The identity affine is allowed with uint8 (describe() prints it).
   EXPECT_EQ(load("output: {dtype: uint8, scale: 1, bias: 0}").output.dtype, OutputDtype::kUint8);
 }
@@ -633,7 +680,7 @@ TEST(ConfigJson, JsonTextLoadsLikeTheYamlFile) {
 
   // Mistakes in a dict read the same, without line numbers.
   expect_error([&] { load_config_string(R"({"pool": {"size": "big"}})", "<dict>"); }, "pool.size",
-               {"<dict>: pool.size: expected an integer, got the string 'big'"});
+               {"<dict>: pool.size: expected an integer in 1..2147483647, got the string 'big'"});
   const ConfigError e = expect_error(
       [&] { load_config_string(R"({"pool": {"refresh": {"mode": "asnc"}}})", "<dict>"); },
       "pool.refresh.mode", {});

@@ -44,7 +44,10 @@ TEST(Args, IntegersAcceptExponentsAndRefuseTheRest) {
   EXPECT_EQ(parse({"--batch", "1e7"}).get_int("batch", 0, 1), 10000000);
   EXPECT_EQ(parse({"--batch", "10e6"}).get_int("batch", 0, 1), 10000000);
   EXPECT_EQ(parse({}).get_int("batch", 256, 1), 256);
-  for (const char* bad : {"0", "-3", "1.5", "eight", "", "1e30", "99999999999999999999"}) {
+  EXPECT_EQ(parse({"--batch", "2.5e6"}).get_int("batch", 0, 1), 2500000);
+  EXPECT_EQ(parse({"--batch", "9223372036854775807"}).get_int("batch", 0, 1), INT64_MAX);
+  for (const char* bad : {"0", "-3", "1.5", "eight", "", "1e30", "99999999999999999999", "0x10",
+                          "inf", "nan", "-1e30", "+5", " 5", "5 ", "1e", "1.e3", "1e-3"}) {
     try {
       parse({"--batch", bad}).get_int("batch", 256, 1);
       ADD_FAILURE() << "accepted --batch " << bad;
@@ -55,11 +58,42 @@ TEST(Args, IntegersAcceptExponentsAndRefuseTheRest) {
   }
 }
 
+TEST(Args, IntegersStayInTheirRange) {
+  EXPECT_EQ(parse({"--batch", "1024"}).get_int("batch", 1, 1, 1024), 1024);
+  for (const char* bad : {"1025", "4294967297", "2147483648"}) {
+    try {
+      parse({"--batch", bad}).get_int("batch", 1, 1, 1024);
+      ADD_FAILURE() << "accepted --batch " << bad;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                std::string("--batch: expected an integer in 1..1024, got '") + bad + "'");
+    }
+  }
+}
+
+TEST(Args, Unsigned64BitValues) {
+  EXPECT_EQ(parse({"--batch", "18446744073709551615"}).get_uint64("batch", 0), UINT64_MAX);
+  EXPECT_EQ(parse({}).get_uint64("batch", 7), 7u);
+  for (const char* bad : {"18446744073709551616", "-1", "1e3", "0x10", ""}) {
+    try {
+      parse({"--batch", bad}).get_uint64("batch", 0);
+      ADD_FAILURE() << "accepted --batch " << bad;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                std::string("--batch: expected an integer in 0..18446744073709551615, got '") +
+                    bad + "'");
+    }
+  }
+}
+
 TEST(Args, MistakesNameTheOption) {
   EXPECT_EQ(usage_error({"--bacth", "8"}),
             "bench: unknown option '--bacth' (known: --batch --config --inplace)");
   EXPECT_EQ(usage_error({"--batch"}), "--batch needs a value");
   EXPECT_EQ(usage_error({"--inplace=yes"}), "--inplace takes no value");
+  EXPECT_EQ(usage_error({"--batch", "50", "--batch=4"}),
+            "--batch given twice ('50', then '4'); give it once");
+  EXPECT_EQ(usage_error({"--inplace", "--inplace"}), "--inplace given twice; give it once");
 }
 
 TEST(Args, ConfigFromTheOptionOrTheOnePositional) {

@@ -116,6 +116,21 @@ def test_bad_files_fail_cleanly(tmp_path):
             pc.run_tool(TOOL, str(path))
 
 
+@pytest.mark.parametrize("args, needle", [
+    (["--seed", "abc"], "--seed abc"), (["--seed", "010x"], "--seed 010x"),
+    (["--serial", "-1"], "--serial -1"), (["--size", "84x84junk"], "--size wants HxW"),
+    (["--size", "100000x100000"], "sides in 1..16384"), (["--channels", "3x"], "must be 1 or 3"),
+])
+def test_tool_arguments_are_checked(fixtures, tmp_path, args, needle):
+    """Numbers are decimal and in range (no octal, hex or trailing junk); a bad one is
+    exit status 2 naming it, before anything is decoded or allocated."""
+    import subprocess
+    r = subprocess.run([TOOL, fixtures["rgb.png"], str(tmp_path / "out.ppm"), *args],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert needle in r.stderr
+
+
 @needs_photos
 def test_embedded_photos_match_pillow():
     paths = sorted(os.path.join(PHOTOS, f) for f in os.listdir(PHOTOS) if f.lower().endswith((".jpg", ".png")))

@@ -71,6 +71,37 @@ def test_config_is_a_dict_that_builds_the_same_engine():
             assert again.config_yaml() == engine.config_yaml()
 
 
+def test_dict_values_may_be_numpy_torch_scalars_and_paths():
+    import numpy as np
+    config = small_config(threads=0, seed=np.uint64(3))
+    config["frames"]["stack"] = torch.tensor(3)
+    config["pipeline"][1]["alpha"] = np.float32(0.25)
+    config["pool"]["sources"] = [pathlib.Path(PHOTOS)]
+    with obsaug.Engine(config) as engine:
+        assert engine.config["seed"] == 3 and engine.config["frames"]["stack"] == 3
+        assert engine.config["pipeline"][1]["alpha"] == 0.25
+        assert engine.config["pool"]["sources"] == [str(pathlib.Path(PHOTOS).absolute())]
+    for key, bad in (("seed", object()), ("pool", {"sources": [b"photos"]})):
+        with pytest.raises(TypeError) as info:
+            obsaug.Engine({**small_config(threads=0), key: bad})
+        assert (f"config {key}" if key == "seed" else "config pool.sources[0]") in str(info.value)
+        assert "expected a number, string, bool, list or mapping" in str(info.value)
+
+
+def test_dict_finds_the_embedded_photos_from_any_working_directory(tmp_path, monkeypatch):
+    """A dict's data/photos is found as a file's is (obsaug.locations.embedded_photos),
+    however it is spelt."""
+    monkeypatch.chdir(tmp_path)  # no data/photos here
+    monkeypatch.delenv("OBSAUG_PHOTOS", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # empty
+    expected = obsaug.locations.embedded_photos()
+    for spelling in ("data/photos", "./data/photos", "data/photos/"):
+        config = small_config(threads=0)
+        config["pool"]["sources"] = [spelling]
+        with obsaug.Engine(config) as engine:
+            assert engine.config["pool"]["sources"] == [expected]
+
+
 def test_from_dict_matches_the_op_and_counts_steps():
     with obsaug.Engine(small_config(threads=0)) as engine:  # threads 0: a fixed pool
         obs = obs_batch()
@@ -175,6 +206,27 @@ def test_wrong_inputs_name_expected_and_got(obs, exc, message):
         with pytest.raises(exc, match=message):
             engine.augment(obs)
         assert engine.step == 0
+
+
+def test_calls_the_ops_refuse_take_no_step():
+    """The ops' own checks (out=, in place on overlapping memory) run before the
+    engine's counter is read: a refused call leaves it where it was."""
+    with obsaug.Engine(small_config(threads=0)) as engine:
+        obs = obs_batch(2)
+        storage, index = obs.view(6, 3, 40, 48), torch.zeros(2, 3, dtype=torch.long)
+        refused = [
+            (TypeError, lambda: engine.augment(obs, out=torch.zeros(obs.shape))),
+            (ValueError, lambda: engine.augment(obs, out=obs_batch(1))),
+            (ValueError, lambda: engine.augment(obs, out=obs)),
+            (TypeError, lambda: engine.gather_augment(storage, index, out=torch.zeros(obs.shape))),
+            (ValueError, lambda: engine.augment_(obs_batch(1).expand(2, 9, 40, 48))),
+        ]
+        for exc, call in refused:
+            with pytest.raises(exc):
+                call()
+            assert engine.step == 0
+        first = engine.augment(obs)
+        assert engine.step == 1 and torch.equal(first, reference(engine, obs, 0))
 
 
 def test_wrong_device_names_expected_and_got():

@@ -49,6 +49,15 @@ def test_help(arg):
     (("bench", "--config", "configs/default.yaml", "--bacth", "8"), "unknown option '--bacth'"),
     (("bench", "--config", "configs/rad_crop.yaml", "--inplace"), "--inplace needs a pipeline"),
     (("preview", "--config", "configs/default.yaml"), "--out GRID.png is required"),
+    # numbers: decimal, in range, each option once
+    (("bench", "drq_shift", "--threads", "4294967297"), "--threads: expected an integer in 1..1024"),
+    (("bench", "drq_shift", "--samples", "0x10"), "--samples: expected an integer in 1..100000000000000"),
+    (("bench", "drq_shift", "--batch", "5", "--batch", "4"), "--batch given twice ('5', then '4')"),
+    (("preview", "drq_shift", "--out", "x.png", "--seed-step", "-1"),
+     "--seed-step: expected an integer in 0..18446744073709551615"),
+    # checked before any engine is built or memory taken
+    (("preview", "drq_shift", "--out", "x.png", "--batch", "4096", "--scale", "64"),
+     "beyond 1000000 a side or 1 GiB; lower --batch (4096) or --scale (64)"),
 ])
 def test_usage_errors_exit_2(args, needle):
     r = run(*args)
@@ -158,6 +167,28 @@ def test_bench_out_of_place_crop_without_pool():
     assert "pool:      none" in r.stdout
     # 9 planes of 100x100 read + 9 planes of 84x84 written per sample.
     assert "(153504 bytes per sample" in r.stdout
+
+
+def test_bench_float_output_runs_out_of_place(tmp_path):
+    """augment_ writes uint8 over its input: a float32 config is measured out of place,
+    with 4-byte output counted, and --inplace is refused."""
+    config = tmp_path / "float.yaml"
+    config.write_text("pipeline: [{op: shift, pad: 4}]\n"
+                      "output: {dtype: float32, scale: 0.00392156862745098}\n")
+    r = run("bench", str(config), "--samples", "20", "--batch", "10", "--threads", "1")
+    assert r.returncode == 0, r.stderr
+    assert "out of place (augment)" in r.stdout
+    assert "(317520 bytes per sample" in r.stdout  # 9x84x84 read + 4 bytes each written
+    r = run("bench", str(config), "--samples", "20", "--batch", "10", "--inplace")
+    assert r.returncode == 2 and "asks for float32 output" in r.stderr, r.stderr
+
+
+def test_preview_step_takes_all_64_bits(tmp_path):
+    out = tmp_path / "grid.png"
+    r = run("preview", "drq_shift", "--out", str(out), "--batch", "2",
+            "--seed-step", "18446744073709551615")
+    assert r.returncode == 0, r.stderr
+    assert "step 18446744073709551615" in r.stdout and out.stat().st_size > 0
 
 
 def test_bench_replay_shares_the_summary():
