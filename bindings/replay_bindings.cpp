@@ -133,6 +133,8 @@ void bind_replay(py::module& m) {
           py::arg("batch"), py::arg("augment"), py::arg("share_augmentation"), py::arg("beta"))
       .def("update_priorities", &ReplayBuffer::update_priorities, py::arg("indices"),
            py::arg("priorities"), py::call_guard<py::gil_scoped_release>())
+      .def("check_priorities", &ReplayBuffer::check_priorities, py::arg("indices"),
+           py::arg("priorities"), py::call_guard<py::gil_scoped_release>())
       .def("save", &ReplayBuffer::save, py::arg("dir"), py::call_guard<py::gil_scoped_release>())
       .def_static(
           "load",

@@ -218,6 +218,9 @@ struct ReplayBuffer::Impl {
     return std::numeric_limits<double>::max() / static_cast<double>(leaves);
   }
 
+  std::vector<double> checked_weights(const at::Tensor& indices,
+                                      const at::Tensor& priorities) const;
+
   // --- adding --------------------------------------------------------------
 
   // Frames [C, H, W] or [N, C, H, W] as [N, C, H, W]; N and the env ids.
@@ -696,10 +699,12 @@ ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
   return out;
 }
 
-void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor& priorities) {
-  const std::lock_guard<std::mutex> hold(impl_->mutex);
-  Impl& d = *impl_;
-  if (!d.o.prioritized) bad("update_priorities", "the buffer was built with prioritized=False");
+// p^alpha of each of `priorities` for the slots `indices`, after every check
+// update_priorities makes (the same exceptions); writes nothing. Caller holds
+// the mutex.
+std::vector<double> ReplayBuffer::Impl::checked_weights(const at::Tensor& indices,
+                                                        const at::Tensor& priorities) const {
+  if (!o.prioritized) bad("update_priorities", "the buffer was built with prioritized=False");
   if (!indices.defined() || !priorities.defined()) {
     bad("update_priorities", "indices and priorities must be tensors");
   }
@@ -724,36 +729,54 @@ void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor
   const double* pp = pri.data_ptr<double>();
   // On a CPU buffer each index's leaf is fetched here too, while pow() runs
   // below: refresh_weights reads it, then the tree update writes it.
-  const bool leaves_on_host = d.o.device.is_cpu();
-  const tree::TreeView view = d.tree_view();
+  const bool leaves_on_host = o.device.is_cpu();
+  const tree::TreeView view = tree_view();
   std::vector<double> q(static_cast<size_t>(k));  // p^alpha
   for (int64_t i = 0; i < k; ++i) {
-    if (ip[i] < 0 || ip[i] >= d.ring.size()) {
+    if (ip[i] < 0 || ip[i] >= ring.size()) {
       throw std::out_of_range("ReplayBuffer.update_priorities: index " + std::to_string(ip[i]) +
-                              " is not a stored slot [0, " + std::to_string(d.ring.size()) + ")");
+                              " is not a stored slot [0, " + std::to_string(ring.size()) + ")");
     }
     if (!std::isfinite(pp[i]) || pp[i] < 0) {
       bad("update_priorities", "priorities must be finite and >= 0, got " + std::to_string(pp[i]) +
                                    " at position " + std::to_string(i));
     }
-    __builtin_prefetch(d.priority.data() + ip[i], 1);  // the write below then hits
-    if (leaves_on_host) __builtin_prefetch(&tree::sum_at(view, d.leaves + ip[i]), 1);
-    q[static_cast<size_t>(i)] = std::pow(pp[i], d.o.alpha);
-    if (!(q[static_cast<size_t>(i)] <= d.largest_weight())) {
+    __builtin_prefetch(priority.data() + ip[i], 1);  // the write below then hits
+    if (leaves_on_host) __builtin_prefetch(&tree::sum_at(view, leaves + ip[i]), 1);
+    q[static_cast<size_t>(i)] = std::pow(pp[i], o.alpha);
+    if (!(q[static_cast<size_t>(i)] <= largest_weight())) {
       std::ostringstream what;
       what << "priority " << pp[i] << " at position " << i
-           << " gives p^alpha = " << q[static_cast<size_t>(i)] << " (alpha " << d.o.alpha
-           << "), above " << d.largest_weight() << ", the most that keeps the sum over " << d.leaves
+           << " gives p^alpha = " << q[static_cast<size_t>(i)] << " (alpha " << o.alpha
+           << "), above " << largest_weight() << ", the most that keeps the sum over " << leaves
            << " slots finite";
       bad("update_priorities", what.str());
     }
   }
+  return q;
+}
+
+void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor& priorities) {
+  const std::lock_guard<std::mutex> hold(impl_->mutex);
+  Impl& d = *impl_;
+  const std::vector<double> q = d.checked_weights(indices, priorities);
+  const at::Tensor idx = indices.to(at::kCPU).to(at::kLong).contiguous();
+  const at::Tensor pri = priorities.to(at::kCPU).to(at::kDouble).contiguous();
+  const int64_t k = idx.size(0);
+  const int64_t* ip = idx.data_ptr<int64_t>();
+  const double* pp = pri.data_ptr<double>();
   std::vector<int64_t> touched(ip, ip + k);
   for (int64_t i = 0; i < k; ++i) {
     d.priority[static_cast<size_t>(ip[i])] = q[static_cast<size_t>(i)];
     d.max_priority = std::max(d.max_priority, pp[i]);
   }
   d.refresh_weights(std::move(touched), /*validity_unchanged=*/true);
+}
+
+void ReplayBuffer::check_priorities(const at::Tensor& indices,
+                                    const at::Tensor& priorities) const {
+  const std::lock_guard<std::mutex> hold(impl_->mutex);
+  impl_->checked_weights(indices, priorities);
 }
 
 // --- checkpoints ---------------------------------------------------------------

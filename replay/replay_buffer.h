@@ -113,6 +113,9 @@ class ReplayBuffer {
                      bool share_augmentation = false, std::optional<double> beta = std::nullopt);
   // indices [K] slots, priorities [K] finite >= 0 (prioritized buffers only).
   void update_priorities(const at::Tensor& indices, const at::Tensor& priorities);
+  // Raises what update_priorities(indices, priorities) would raise, and
+  // changes nothing (the sharded buffer's owners check before all agree).
+  void check_priorities(const at::Tensor& indices, const at::Tensor& priorities) const;
 
   // Draws made elsewhere (obsaug.distributed.ShardedReplayBuffer,
   // docs/distributed.md): the slot of draw id b (< 2^32) of sample call

@@ -38,7 +38,7 @@ from . import _C
 from . import ops as _ops
 from ._devices import same_device
 from ._shared_regions import SharedRegions, host_identity
-from .replay import ReplayBuffer, _Envs
+from .replay import ReplayBuffer, _Envs, _tensor
 
 __all__ = ["ShardedReplayBuffer"]
 
@@ -586,29 +586,21 @@ class ShardedReplayBuffer:
     def update_priorities(self, indices: Any, priorities: Any) -> None:
         """A collective: new priorities for global ``indices`` from ``sample``, each
         sent to the rank that owns it. Every rank calls it (with K = 0 rows if it has
-        none); a rank whose arguments are rejected raises its error and the others
-        a ValueError naming it, and no priority changes."""
+        none); a rank whose arguments are rejected, here or by an owner, raises its
+        error and the others a ValueError naming it, and no priority changes.
+
+        Three collectives: the counts per owner (with this rank's verdict on its
+        own arguments), the pairs, and the owners' verdicts on the pairs they
+        received (each owner checks them against its shard as its
+        ReplayBuffer.update_priorities would); only when every verdict is good
+        does any owner apply its pairs."""
         if not self.local.prioritized:
             raise ValueError("update_priorities needs a buffer built with prioritized=True")
-        idx = torch.as_tensor(indices)
-        pri = torch.as_tensor(priorities)
-        error: Optional[Exception] = None
-        if idx.dtype.is_floating_point or idx.dtype == torch.bool or idx.dim() != 1:
-            error = TypeError(f"indices must be an integer tensor [K], got {idx.dtype} "
-                              f"{list(idx.shape)}")
-        elif pri.dim() != 1 or len(pri) != len(idx) or pri.dtype == torch.bool:
-            error = ValueError(f"priorities must be a real tensor [K] with K = {len(idx)}, "
-                               f"got {pri.dtype} {list(pri.shape)}")
-        else:
-            idx = idx.to("cpu", torch.int64)
-            pri = pri.to("cpu", torch.float64)
-            limit = self.world_size * self.local.capacity
-            if len(idx) and (int(idx.min()) < 0 or int(idx.max()) >= limit):
-                bad = idx[(idx < 0) | (idx >= limit)][0]
-                error = IndexError(f"index {int(bad)} is not a global slot [0, {limit}) "
-                                   "(owner_rank * capacity + slot)")
-            elif len(pri) and not bool(torch.isfinite(pri).all() and (pri >= 0).all()):
-                error = ValueError("priorities must be finite and >= 0")
+        try:
+            idx, pri = self._pairs(indices, priorities)
+            error: Optional[Exception] = None
+        except (TypeError, ValueError, IndexError) as e:
+            error = e
         owner = idx // self.local.capacity if error is None else None
         counts = ([-1] * self.world_size if error is not None else
                   [int((owner == r).sum()) for r in range(self.world_size)])
@@ -626,8 +618,83 @@ class ShardedReplayBuffer:
         send = torch.stack([idx[order] % self.local.capacity,
                             pri[order].view(torch.int64)], dim=1).to(device)
         received = self._all_to_all(send, counts, got_list).cpu()
-        self.local.update_priorities(received[:, 0], received[:, 1].contiguous()
-                                     .view(torch.float64))
+        slots, weights = received[:, 0], received[:, 1].contiguous().view(torch.float64)
+        verdicts = self._all_gather([len(self.local)] + self._refusals(slots, weights, got_list))
+        refused = [(o, r) for o in range(self.world_size) for r in range(self.world_size)
+                   if verdicts[o, 1 + 2 * r] != 0]
+        if refused:
+            mine = [o for o, r in refused if r == self.rank]
+            if not mine:
+                raise ValueError(f"update_priorities was rejected on rank {refused[0][1]} "
+                                 "(its error names the problem); no priority changed")
+            o = mine[0]
+            code, at = (int(v) for v in verdicts[o, 1 + 2 * self.rank:3 + 2 * self.rank])
+            i = int(order[sum(counts[:o]) + at])
+            raise self._refusal(code, o, int(verdicts[o, 0]), int(idx[i]), float(pri[i]), i)
+        self.local.update_priorities(slots, weights)
+
+    def _pairs(self, indices: Any, priorities: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+        """update_priorities' arguments as int64 and float64 CPU tensors [K],
+        after the checks that need no owner (TypeError, ValueError, IndexError
+        as a local buffer raises them)."""
+        idx, pri = _tensor("indices", indices), _tensor("priorities", priorities)
+        if idx.dtype.is_floating_point or idx.dtype == torch.bool or idx.dim() != 1:
+            raise TypeError(f"indices must be an integer tensor [K], got {idx.dtype} "
+                            f"{list(idx.shape)}")
+        if pri.dim() != 1 or len(pri) != len(idx) or pri.dtype == torch.bool:
+            raise ValueError(f"priorities must be a real tensor [K] with K = {len(idx)}, "
+                             f"got {pri.dtype} {list(pri.shape)}")
+        idx = idx.to("cpu", torch.int64)
+        pri = pri.to("cpu", torch.float64)
+        limit = self.world_size * self.local.capacity
+        if len(idx) and (int(idx.min()) < 0 or int(idx.max()) >= limit):
+            bad = idx[(idx < 0) | (idx >= limit)][0]
+            raise IndexError(f"index {int(bad)} is not a global slot [0, {limit}) "
+                             "(owner_rank * capacity + slot)")
+        if len(pri) and not bool(torch.isfinite(pri).all() and (pri >= 0).all()):
+            raise ValueError("priorities must be finite and >= 0")
+        return idx, pri
+
+    def _refusals(self, slots: torch.Tensor, weights: torch.Tensor,
+                  counts: List[int]) -> List[int]:
+        """This owner's verdict on the pairs it received (counts[r] from rank r,
+        in rank order), [code, position] per requester: code 0 when its shard
+        takes every pair of r, else the first pair it refuses, at that
+        position among r's pairs, with 1 for an IndexError (a slot it does not
+        hold) and 2 for a ValueError (a priority its sum tree cannot hold).
+        Changes nothing."""
+        check = self.local._native.check_priorities
+        verdict = [0] * (2 * self.world_size)
+        try:
+            check(slots, weights)
+            return verdict
+        except (IndexError, ValueError):
+            pass  # find who sent the first refused pair of each requester
+        start = 0
+        for r, k in enumerate(counts):
+            for j in range(start, start + k):
+                try:
+                    check(slots[j:j + 1], weights[j:j + 1])
+                except (IndexError, ValueError) as e:
+                    verdict[2 * r:2 * r + 2] = [1 if isinstance(e, IndexError) else 2, j - start]
+                    break
+            start += k
+        return verdict
+
+    def _refusal(self, code: int, owner: int, stored: int, index: int, priority: float,
+                 position: int) -> Exception:
+        """The error for this rank's pair (index, priority) at `position` that
+        `owner` (holding `stored` frames) refused with `code` (_refusals)."""
+        if code == 1:
+            first = owner * self.local.capacity
+            return IndexError(f"index {index} at position {position} is not a stored slot: its "
+                              f"owner, rank {owner}, holds {stored} frames (global slots "
+                              f"[{first}, {first + stored})); no priority changed")
+        q = float(torch.tensor(priority, dtype=torch.float64).pow(self.local.alpha))
+        return ValueError(f"priority {priority} at position {position} gives p^alpha = {q} "
+                          f"(alpha {self.local.alpha}), more than the sum tree of its owner, "
+                          f"rank {owner}, can hold; give a smaller priority (no priority "
+                          "changed)")
 
     # --- checkpoints ---------------------------------------------------------------
 
