@@ -285,6 +285,9 @@ class ShardedReplayBuffer:
         if self._engine_digest[0] is not augment:
             config = dict(augment.config)
             config.pop("seed", None)  # the key is seed + rank; the rest must agree
+            # each rank's engine is on its own shard's device (checked in sample):
+            # cuda:0 on rank 0, cuda:1 on rank 1 agree
+            config.pop("device", None)
             self._engine_digest = (augment, _digest(repr(sorted(config.items()))))
         return native, self._engine_digest[1]
 
@@ -375,8 +378,8 @@ class ShardedReplayBuffer:
 
     def _check_agreement(self, column: Dict[str, torch.Tensor]) -> None:
         for name, what in (("batch", "batch_size"), ("call", "the shards' sample counters"),
-                           ("engine", "augment (the engine's config without its seed, "
-                                      "or None) and share_augmentation")):
+                           ("engine", "augment (the engine's config without its seed "
+                                      "and device, or None) and share_augmentation")):
             values = column[name].tolist()
             if len(set(values)) != 1:
                 raise ValueError(f"ShardedReplayBuffer.sample is a collective: {what} must be "
