@@ -713,22 +713,54 @@ class ShardedReplayBuffer:
     def load(cls, path: Union[str, "os.PathLike[str]"], *, group: Optional[Any] = None,
              device: Optional[Union[str, torch.device]] = None,
              transport: str = "auto") -> "ShardedReplayBuffer":
-        """This rank's shard from ``save(path)``; a collective (the options are
-        checked equal). A checkpoint of another world size is a ValueError."""
+        """This rank's shard from ``save(path)``; a collective (whether every rank
+        could read its shard, then the options, are checked equal). A rank that
+        cannot read its shard raises its error (ValueError for a checkpoint of
+        another world size, one without this rank's shard, or a corrupt one;
+        FileNotFoundError for a shard folder without its file), the others a
+        ValueError naming it."""
         rank, world = dist.get_rank(group), dist.get_world_size(group)
-        folder = os.path.join(os.fspath(path), f"rank{rank}-of-{world}")
-        if not os.path.isdir(folder):
-            found = sorted({int(m.group(1)) for name in
-                            (os.listdir(path) if os.path.isdir(path) else [])
-                            for m in [re.fullmatch(r"rank\d+-of-(\d+)", name)] if m})
-            if found:
-                raise ValueError(f"{os.fspath(path)} holds a checkpoint of world size "
-                                 f"{', '.join(map(str, found))}, but this group has {world} "
-                                 "ranks; load it with the world size that saved it")
-            raise ValueError(f"{os.fspath(path)} holds no sharded replay checkpoint "
-                             f"(no {os.path.basename(folder)} folder)")
-        local = ReplayBuffer.load(folder, device=device)
+        local: Optional[ReplayBuffer] = None
+        try:
+            local = ReplayBuffer.load(cls._shard_folder(path, rank, world), device=device)
+            error: Optional[Exception] = None
+        except Exception as e:  # raised below, once every rank knows
+            error = e
+        flag = torch.tensor([int(error is not None)], dtype=torch.int64,
+                            device=torch.device(device) if device is not None else "cpu")
+        every = [torch.empty_like(flag) for _ in range(world)]
+        dist.all_gather(every, flag, group=group)
+        failed = [r for r, t in enumerate(every) if int(t.item())]
+        if error is not None:
+            raise error
+        if failed:
+            raise ValueError(f"ShardedReplayBuffer.load: rank {failed[0]} could not load its "
+                             f"shard of {os.fspath(path)} (its error names the problem); every "
+                             "rank must load its own shard of one checkpoint")
         return cls(0, (), group=group, transport=transport, _local=local)
+
+    @staticmethod
+    def _shard_folder(path: Union[str, "os.PathLike[str]"], rank: int, world: int) -> str:
+        """``path/rank{rank}-of-{world}``, or a ValueError saying why it is not there:
+        a checkpoint of another world size, a checkpoint without this rank's
+        shard, or no checkpoint."""
+        folder = os.path.join(os.fspath(path), f"rank{rank}-of-{world}")
+        if os.path.isdir(folder):
+            return folder
+        found = sorted({int(m.group(1)) for name in
+                        (os.listdir(path) if os.path.isdir(path) else [])
+                        for m in [re.fullmatch(r"rank\d+-of-(\d+)", name)] if m})
+        if world in found:
+            raise ValueError(f"{os.fspath(path)} holds a checkpoint of world size {world} "
+                             f"without rank {rank}'s shard (no {os.path.basename(folder)} "
+                             "folder): it is incomplete; restore that folder or load "
+                             "another checkpoint")
+        if found:
+            raise ValueError(f"{os.fspath(path)} holds a checkpoint of world size "
+                             f"{', '.join(map(str, found))}, but this group has {world} "
+                             "ranks; load it with the world size that saved it")
+        raise ValueError(f"{os.fspath(path)} holds no sharded replay checkpoint "
+                         f"(no {os.path.basename(folder)} folder)")
 
     # --- sizes ---------------------------------------------------------------------
 
