@@ -32,9 +32,10 @@ fails here, not with a SIGBUS at the first write), and every rank maps
 every rank's file; each rank unlinks its own file as soon as every rank has
 mapped it (the mappings stay valid), so a process that dies later leaves
 nothing behind. Both steps end with an all_gather of a success flag, so
-every rank returns the same verdict: True, or False (nothing mapped; the
-caller falls back to another transport) with the first failure in
-``failure``. ``close()`` drops every mapping.
+every rank returns the same verdict: True, or False (nothing new mapped:
+the regions of before, if any, stay as they were; the caller falls back to
+another transport or raises) with the first failure in ``failure``.
+``close()`` drops every mapping.
 """
 from __future__ import annotations
 
@@ -108,7 +109,8 @@ class SharedRegions:
         slot_bytes, slots = max(slot_bytes, self.slot_bytes), max(slots, self.slots)
         nbytes = slot_bytes * slots
         done = int(self._headers[self.rank][_DONE]) if self._headers else 0
-        self.close()
+        # the current regions stay mapped until the new ones are: a growth that
+        # fails leaves them usable (for batches that fit, or a later retry)
         self.generation += 1
         own = self._path(self.rank)
         size = HEADER + nbytes
@@ -147,6 +149,7 @@ class SharedRegions:
         if not all(mapped):
             self.failure = error or f"rank {mapped.index(False)} could not map the regions"
             return False
+        self.close()
         self._regions = [r[HEADER:] for r in regions]
         self._headers = [r[:HEADER].view(torch.int64) for r in regions]
         self._pids = [int(h[_PID]) for h in self._headers]

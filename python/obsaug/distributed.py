@@ -540,8 +540,14 @@ class ShardedReplayBuffer:
 
     def _fall_back(self) -> None:
         """transport="auto" after /dev/shm refused the regions (every rank agreed);
-        "shared_memory" raises."""
+        "shared_memory" raises (a failed growth keeps the regions it had, so
+        batches that fit them, and a retry once /dev/shm has room, still work)."""
         if self.transport_option == "shared_memory":
+            if self._regions.capacity >= 0:
+                raise RuntimeError(f"transport='shared_memory' could not grow its regions for "
+                                   f"this batch: {self._regions.failure}; free space in "
+                                   "/dev/shm and call again, sample at most the batch size "
+                                   "that worked before, or use transport='all_to_all'")
             raise RuntimeError(f"transport='shared_memory' could not set up its regions: "
                                f"{self._regions.failure}; free space in /dev/shm or use "
                                "transport='all_to_all'")
