@@ -55,15 +55,20 @@ _PID, _DONE, _SLOTS, _SLOT_WORDS = 0, 1, 8, 16
 
 
 def host_identity() -> str:
-    """This host's name and boot id: equal on two processes exactly when they
-    share a kernel (and so /dev/shm, outside containers with private ones,
-    which the mapping step then detects)."""
+    """This host's name, boot id and PID namespace: equal on two processes
+    exactly when they share a kernel (and so /dev/shm, outside containers
+    with private ones, which the mapping step then detects) and see each
+    other's pids (the wait for a rank checks that its pid is alive)."""
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
             boot = f.read().strip()
     except OSError:
         boot = "no-boot-id"
-    return f"{socket.gethostname()}/{boot}"
+    try:
+        pids = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        pids = "no-pid-namespace"
+    return f"{socket.gethostname()}/{boot}/{pids}"
 
 
 def group_timeout(group: Optional[Any]) -> datetime.timedelta:
