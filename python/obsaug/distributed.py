@@ -235,6 +235,8 @@ class ShardedReplayBuffer:
         self._regions.close()
         self._send = self._recv = None
         self._views.clear()
+        # the last engine's caches: a closed buffer keeps no engine alive
+        self._engine_digest, self._row_of = (None, 0), (None, None)
 
     def __enter__(self) -> "ShardedReplayBuffer":
         return self
