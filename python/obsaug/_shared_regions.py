@@ -4,9 +4,12 @@ rank of a group, mapped by every rank (docs/distributed.md, "Transports").
 A region is a header page, which only its rank writes, then its receive
 area, which the owners of its rank's draws write. Header words (int64):
 [0] this rank's pid; [1] `done`: the last call whose rows this rank has
-written, as owner, into every requester's area; [8 + 16 p] the call whose
-values follow in slot p = call % 2, [9 + 16 p ...] those values (the
-per-call stats every rank publishes instead of an all_gather). Two slots:
+written, as owner, into every requester's area; [2] `failed`: the last
+call whose rows this rank could not write (its error stopped it; the
+ranks waiting for them raise instead of waiting out the timeout);
+[8 + 16 p] the call whose values follow in slot p = call % 2,
+[9 + 16 p ...] those values (the per-call stats every rank publishes
+instead of an all_gather). Two slots:
 a rank writes call n + 1's values while a slower rank may still be reading
 call n's, never call n - 1's (it published n + 1 after finishing call n,
 which needed every rank's call-n values).
@@ -51,7 +54,7 @@ import torch.distributed as dist
 
 SHM_DIR = "/dev/shm"
 HEADER = 4096  # bytes before a region's receive area
-_PID, _DONE, _SLOTS, _SLOT_WORDS = 0, 1, 8, 16
+_PID, _DONE, _FAILED, _SLOTS, _SLOT_WORDS = 0, 1, 2, 8, 16
 
 
 def host_identity() -> str:
@@ -200,9 +203,20 @@ class SharedRegions:
         """This rank has written its rows of `call` into every requester's area."""
         self._headers[self.rank][_DONE] = call
 
+    def mark_failed(self, call: int) -> None:
+        """This rank could not write its rows of `call` (it raises its error)."""
+        self._headers[self.rank][_FAILED] = call
+
     def wait_done(self, call: int, owners: Sequence[int]) -> None:
-        """Until every rank in `owners` has written its rows of `call`."""
-        self._wait(lambda h: int(h[_DONE]) >= call, owners, call, "write its rows of")
+        """Until every rank in `owners` has written its rows of `call`, or marked
+        it failed (mark_failed): then a RuntimeError naming the first such rank."""
+        self._wait(lambda h: int(h[_DONE]) >= call or int(h[_FAILED]) == call, owners, call,
+                   "write its rows of")
+        failed = [r for r in owners if int(self._headers[r][_FAILED]) == call]
+        if failed:
+            raise RuntimeError(f"rank {failed[0]} failed to write its rows of sample call "
+                               f"{call} (its own error names the problem), so this rank has "
+                               "no batch; fix that rank's cause and sample again")
 
     def _wait(self, ready: Any, ranks: Sequence[int], call: int, what: str) -> None:
         waiting = [r for r in ranks if not ready(self._headers[r])]

@@ -355,8 +355,12 @@ class ShardedReplayBuffer:
         if self.transport == "shared_memory" and not shared:
             self._fall_back()
         if shared:
-            self._serve_shared(native, column, positions, targets, batch_size, call, mass,
-                               share_augmentation, layout)
+            try:
+                self._serve_shared(native, column, positions, targets, batch_size, call, mass,
+                                   share_augmentation, layout)
+            except BaseException:
+                self._regions.mark_failed(self._call)  # the requesters raise, not wait
+                raise
             # A requester returns its slot once every owner of its draws has marked
             # this call done (after writing its rows there); an owner writes that slot
             # again only when the requester publishes it in a later call's values,
