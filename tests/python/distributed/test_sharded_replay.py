@@ -5,13 +5,18 @@ passed; each test below asserts one of them (one torchrun launch per world
 size and transport, shared by its tests). The fault tests launch 2 ranks with
 a 3-second group timeout: rank 1 exits, or stops calling, and rank 0's
 sample() must raise within the timeout (plus start-up slack); no file is left
-in /dev/shm."""
+in /dev/shm. faults_worker.py checks, with 2 ranks, how wrong arguments and
+broken checkpoints are refused on every rank, engines on per-rank devices, a
+closed buffer's references, PID namespaces, an owner failing while it writes
+rows, and a failed growth of the shared
+regions (one launch per mode; its group timeout only bounds a hang)."""
 import glob
 import os
 import re
 import socket
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -20,6 +25,7 @@ import obsaug
 from conftest import ROOT
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sharded_worker.py")
+FAULTS_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "faults_worker.py")
 CHECKS = ["uniform_union", "update_priorities_routing", "prioritized_global", "oracle_uniform",
           "oracle_prioritized", "empty_shard_and_large_batch", "disagreeing_ranks_raise",
           "checkpoint", "transport_and_bytes", "held_batches"]
@@ -36,13 +42,13 @@ def free_port():
         return s.getsockname()[1]
 
 
-def torchrun(nproc, *args, timeout=100):
-    env = dict(os.environ)
+def torchrun(nproc, *args, timeout=100, worker=WORKER, extra_env=None):
+    env = dict(os.environ, **(extra_env or {}))
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(obsaug.__file__)))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
     env["OMP_NUM_THREADS"] = "1"
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
-           f"--master_port={free_port()}", WORKER, *map(str, args)]
+           f"--master_port={free_port()}", worker, *map(str, args)]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=timeout)
     return proc.returncode, proc.stdout + proc.stderr
@@ -86,3 +92,38 @@ def test_a_lost_rank_makes_the_others_raise_within_the_timeout(kind, transport):
 def test_ranks_on_different_hosts_refuse_shared_memory_and_auto_picks_all_to_all():
     rc, out = torchrun(2, "hosts", "auto")
     assert rc == 0 and "HOSTS OK" in out, out[-4000:]
+
+
+FAULTS = {"priorities": ["owner_refuses_a_slot", "owner_refuses_a_priority",
+                         "unconvertible_priorities"],
+          "load": ["load_without_a_shard", "load_a_corrupt_shard"],
+          "engine": ["engines_on_per_rank_devices", "close_keeps_no_engine_shared_memory",
+                     "close_keeps_no_engine_all_to_all", "another_pid_namespace",
+                     "an_owner_that_fails_is_named"],
+          "grow": ["failed_growth_keeps_the_regions"]}
+
+
+@pytest.fixture(scope="module")
+def faults_runs():
+    """mode -> (return code, output) of its launch, launched when first asked for."""
+    runs = {}
+
+    def run(mode):
+        if mode not in runs:
+            with tempfile.TemporaryDirectory() as tmp:
+                runs[mode] = torchrun(2, mode, 20, timeout=120, worker=FAULTS_WORKER,
+                                      extra_env={"FAULTS_TMP": tmp})
+        return runs[mode]
+    return run
+
+
+@pytest.mark.parametrize("mode,check", [(m, c) for m, checks in FAULTS.items() for c in checks])
+def test_fault_check(faults_runs, mode, check):
+    rc, out = faults_runs(mode)
+    assert f"CHECK {check} OK" in out, out[-6000:]
+
+
+@pytest.mark.parametrize("mode", list(FAULTS))
+def test_every_fault_check_ran_and_the_ranks_exited_cleanly(faults_runs, mode):
+    rc, out = faults_runs(mode)
+    assert rc == 0 and out.count("CHECK ") == len(FAULTS[mode]), out[-6000:]
