@@ -773,8 +773,7 @@ void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor
   d.refresh_weights(std::move(touched), /*validity_unchanged=*/true);
 }
 
-void ReplayBuffer::check_priorities(const at::Tensor& indices,
-                                    const at::Tensor& priorities) const {
+void ReplayBuffer::check_priorities(const at::Tensor& indices, const at::Tensor& priorities) const {
   const std::lock_guard<std::mutex> hold(impl_->mutex);
   impl_->checked_weights(indices, priorities);
 }

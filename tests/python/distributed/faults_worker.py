@@ -1,7 +1,8 @@
 """One rank of ShardedReplayBuffer's fault checks, launched through torchrun
-with 2 ranks (gloo, CPU): ``faults_worker.py MODE TIMEOUT [I]``, the group's
-timeout TIMEOUT seconds, every check of MODE or only its I-th (a check that would leave a rank waiting for the
-others fails at it instead of hanging). Prints ``CHECK <name> OK`` on rank 0
+with 2 ranks (gloo, CPU): ``faults_worker.py MODE TIMEOUT [I]``: every check
+of MODE, or only its I-th, with a group timeout of TIMEOUT seconds (a check
+that would leave a rank waiting for the others fails at it instead of
+hanging). Prints ``CHECK <name> OK`` on rank 0
 after each check that passed on every rank; an assertion stops the rank with a
 traceback. Modes:
 
