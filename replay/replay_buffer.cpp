@@ -218,8 +218,15 @@ struct ReplayBuffer::Impl {
     return std::numeric_limits<double>::max() / static_cast<double>(leaves);
   }
 
-  std::vector<double> checked_weights(const at::Tensor& indices,
-                                      const at::Tensor& priorities) const;
+  // update_priorities' arguments, checked: the slots, the priorities as
+  // given (float64) and their weights p^alpha.
+  struct CheckedPriorities {
+    at::Tensor slots;       // int64 [K] on the CPU
+    at::Tensor priorities;  // float64 [K] on the CPU
+    std::vector<double> weights;
+  };
+  CheckedPriorities checked_priorities(const at::Tensor& indices,
+                                       const at::Tensor& priorities) const;
 
   // --- adding --------------------------------------------------------------
 
@@ -699,11 +706,10 @@ ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
   return out;
 }
 
-// p^alpha of each of `priorities` for the slots `indices`, after every check
-// update_priorities makes (the same exceptions); writes nothing. Caller holds
-// the mutex.
-std::vector<double> ReplayBuffer::Impl::checked_weights(const at::Tensor& indices,
-                                                        const at::Tensor& priorities) const {
+// Every check update_priorities makes (the same exceptions); writes nothing.
+// Caller holds the mutex.
+ReplayBuffer::Impl::CheckedPriorities ReplayBuffer::Impl::checked_priorities(
+    const at::Tensor& indices, const at::Tensor& priorities) const {
   if (!o.prioritized) bad("update_priorities", "the buffer was built with prioritized=False");
   if (!indices.defined() || !priorities.defined()) {
     bad("update_priorities", "indices and priorities must be tensors");
@@ -753,18 +759,17 @@ std::vector<double> ReplayBuffer::Impl::checked_weights(const at::Tensor& indice
       bad("update_priorities", what.str());
     }
   }
-  return q;
+  return {idx, pri, std::move(q)};
 }
 
 void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor& priorities) {
   const std::lock_guard<std::mutex> hold(impl_->mutex);
   Impl& d = *impl_;
-  const std::vector<double> q = d.checked_weights(indices, priorities);
-  const at::Tensor idx = indices.to(at::kCPU).to(at::kLong).contiguous();
-  const at::Tensor pri = priorities.to(at::kCPU).to(at::kDouble).contiguous();
-  const int64_t k = idx.size(0);
-  const int64_t* ip = idx.data_ptr<int64_t>();
-  const double* pp = pri.data_ptr<double>();
+  const Impl::CheckedPriorities checked = d.checked_priorities(indices, priorities);
+  const std::vector<double>& q = checked.weights;
+  const int64_t k = checked.slots.size(0);
+  const int64_t* ip = checked.slots.data_ptr<int64_t>();
+  const double* pp = checked.priorities.data_ptr<double>();
   std::vector<int64_t> touched(ip, ip + k);
   for (int64_t i = 0; i < k; ++i) {
     d.priority[static_cast<size_t>(ip[i])] = q[static_cast<size_t>(i)];
@@ -775,7 +780,7 @@ void ReplayBuffer::update_priorities(const at::Tensor& indices, const at::Tensor
 
 void ReplayBuffer::check_priorities(const at::Tensor& indices, const at::Tensor& priorities) const {
   const std::lock_guard<std::mutex> hold(impl_->mutex);
-  impl_->checked_weights(indices, priorities);
+  impl_->checked_priorities(indices, priorities);
 }
 
 // --- checkpoints ---------------------------------------------------------------
