@@ -33,7 +33,7 @@ a tensor the engine keeps between calls, one per call site (``augment``,
 ``gather_augment``, a replay sample's ``obs``, its ``next_obs``) and shape,
 dtype and device: it stays valid until the next call of the same site with the
 same shape, which overwrites it. Clone what must outlive that call; call each
-site from one thread at a time (docs/engine.md, "Reused outputs").
+site from one thread at a time (docs/engine.md, "Where results go").
 """
 from __future__ import annotations
 
@@ -185,8 +185,9 @@ class Engine(Closing):
 
     def stats(self) -> Dict[str, Any]:
         """Counters: calls, samples, step, has_pool and the pool's ``pool_*`` statistics
-        (``DistractorPool.stats`` with the prefix); ``pool_first_failures`` lists up to 5
-        ``{"path", "message"}`` of the inputs the pool skipped (``pool_failed`` counts all)."""
+        (``DistractorPool.stats`` with the prefix); ``pool_first_failures`` lists the
+        inputs the pool skipped as ``{"path", "message"}``: the listing's first 5, then the
+        first 5 reads or decodes that failed (``pool_failed`` counts all)."""
         return self._native.stats()
 
     def state_dict(self) -> Dict[str, Any]:

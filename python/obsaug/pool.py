@@ -82,8 +82,9 @@ class DistractorPool(Closing):
 
     def stats(self) -> Dict[str, Any]:
         """decoded, failed, uploaded, decode_rate, mean_age_calls, queue_depth, calls and
-        first_failures (up to 5 ``{"path", "message"}`` of inputs that failed: files that
-        did not read or decode, .txt entries naming no file, truncated tar shards)."""
+        first_failures (``{"path", "message"}`` of inputs that failed: the first 5 found
+        when listing, .txt entries naming no file and truncated tar shards, then the first 5
+        files that did not read or decode)."""
         return self._native.stats()
 
     @property

@@ -15,9 +15,10 @@ have the signatures of DMControl-GB's ``augmentations.py`` and take its
 float 0..255 observations. ``random_overlay`` blends one distractor photo per
 sample into all its stacked frames with weight ``alpha`` (0.5 as SVEA does),
 drawn from a distractor pool resident on ``x``'s device: by default an
-``obsaug.Engine`` built on first use over ``data/photos`` (or the folder,
-list or shards named by the ``OBSAUG_PHOTOS`` environment variable), one per
-frame size, device and alpha, closed at interpreter exit;
+``obsaug.Engine`` built on first use over the embedded photos, found as a
+config's ``data/photos`` is (``$OBSAUG_PHOTOS``, the user cache, ``./data/photos``,
+the checkout's: ``default_photos()``), one per frame size, device and alpha,
+closed at interpreter exit; it draws with its own step counter;
 ``set_default_engine(engine)`` makes every call use ``engine.augment(x)``
 instead (its config then decides photos, alpha, device and frame size).
 
@@ -25,9 +26,10 @@ instead (its config then decides photos, alpha, device and frame size).
 augmentation): float 0..255 in and out, one random 3x3 convolution per sample.
 ``obsaug.nn.rad`` holds RAD's ``data_augs`` functions under their names.
 
-Every call draws fresh parameters: the functions (here and in ``rad``) share
-one step counter (``obsaug.nn._steps``: call k uses seed 0, step k); each
-``RandomShift`` has its own (saved in its ``state_dict``).
+Every call draws fresh parameters: the functions (here and in ``rad``) but
+``random_overlay`` share one step counter (``obsaug.nn._steps``: call k uses
+seed 0, step k); ``random_overlay`` uses its engine's, and each ``RandomShift``
+has its own (saved in its ``state_dict``).
 """
 from __future__ import annotations
 
