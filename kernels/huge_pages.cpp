@@ -1,5 +1,7 @@
 #include "kernels/huge_pages.h"
 
+#include <unistd.h>
+
 #include <cstdint>
 
 #ifdef __linux__
@@ -19,6 +21,13 @@ void advise_huge_pages(void* memory, size_t bytes) {
   (void)memory;
   (void)bytes;
 #endif
+}
+
+size_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<size_t>(pages) * static_cast<size_t>(page_size);
 }
 
 }  // namespace obsaug

@@ -7,7 +7,6 @@
 #include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 #include <c10/util/irange.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -144,8 +143,7 @@ struct ReplayBuffer::Impl {
                             (kHostBytesPerSlot + (o.prioritized ? 8 : 0) + action_bytes()) /
                             (1 << 20);
     const double on_host_mib = host_mib + (o.device.is_cpu() ? frame_mib + tree_mib : 0.0);
-    const double ram_mib = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
-                           static_cast<double>(sysconf(_SC_PAGE_SIZE)) / (1 << 20);
+    const double ram_mib = static_cast<double>(physical_memory_bytes()) / (1 << 20);
     const auto too_large = [&](const std::string& why) {
       bad("__init__", "capacity " + std::to_string(o.capacity) + " needs " +
                           std::to_string(static_cast<int64_t>(frame_mib)) + " MiB of frames on " +

@@ -32,6 +32,7 @@
 #include <thread>
 
 #include "kernels/current_device.h"
+#include "kernels/huge_pages.h"
 
 #ifdef OBSAUG_WITH_CUDA
 #include <c10/cuda/CUDAException.h>
@@ -222,6 +223,18 @@ void DistractorPool::Impl::validate() const {
   }
   if (opts_.channels != 1 && opts_.channels != 3) {
     bad << "channels must be 1 or 3, got " << opts_.channels << "; ";
+  }
+  // The fill decodes every image into host memory (and a CPU pool keeps
+  // them there): a pool larger than the machine is refused before that.
+  const double image_mib = static_cast<double>(std::max(opts_.channels, 1)) *
+                           std::max(opts_.height, 1) * std::max(opts_.width, 1) / (1 << 20);
+  const double pool_mib = image_mib * static_cast<double>(std::max<int64_t>(opts_.size, 1));
+  const double ram_mib = static_cast<double>(physical_memory_bytes()) / (1 << 20);
+  if (ram_mib > 0 && pool_mib > ram_mib) {
+    bad << "size " << opts_.size << " x " << opts_.channels << "x" << opts_.height << "x"
+        << opts_.width << " images needs " << static_cast<int64_t>(pool_mib)
+        << " MiB of host memory, more than this machine's " << static_cast<int64_t>(ram_mib)
+        << " MiB; lower size or image_size; ";
   }
   if (opts_.threads < 0) bad << "threads must be >= 0, got " << opts_.threads << "; ";
   if (opts_.worker_nice < 0) bad << "worker_nice must be >= 0, got " << opts_.worker_nice << "; ";

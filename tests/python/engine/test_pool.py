@@ -103,6 +103,10 @@ def test_errors_name_the_problem(tmp_path):
         make_pool(mode="eager")
     with pytest.raises(ValueError, match="channels must be 1 or 3, got 2"):
         make_pool(channels=2)
+    # Refused by its size before anything is listed, decoded or allocated.
+    with pytest.raises(ValueError, match=r"size 2147483647 x 3x84x84 images needs \d+ MiB of host "
+                                         r"memory, more than this machine's \d+ MiB"):
+        obsaug.DistractorPool(sources=[str(tmp_path)], size=2**31 - 1, image_size=(84, 84))
 
 
 @needs_cuda
