@@ -110,9 +110,11 @@ int main(int argc, char** argv) {
         } else if (arg == "--warmup") {
           warmup = std::atof(value);
         } else if (arg == "--threads") {
-          threads = std::atoi(value);
+          uint64_t n = 0;
+          if (!obsaug::parse_decimal(value, 1024, &n)) return obsaug::kUnknownArg;
+          threads = static_cast<int>(n);
         } else if (arg == "--seed") {
-          seed = std::strtoull(value, nullptr, 0);
+          if (!obsaug::parse_decimal(value, UINT64_MAX, &seed)) return obsaug::kUnknownArg;
         } else {
           return obsaug::kUnknownArg;
         }

@@ -592,8 +592,11 @@ void Loader::load_output(const YAML::Node& node, OutputConfig* output) const {
            bias);
   }
   if (const std::string problem = output_affine_problem(output->scale, output->bias);
-      !problem.empty())
-    fail(scale ? "output.scale" : "output.bias", problem, scale ? scale : bias);
+      !problem.empty()) {
+    // The scale when it is wrong on its own, else the bias (alone or with it).
+    const bool scale_wrong = !output_affine_problem(output->scale, 0.0).empty();
+    fail(scale_wrong ? "output.scale" : "output.bias", problem, scale_wrong ? scale : bias);
+  }
 }
 
 // The documents with content in a YAML stream, by their markers ("---" /

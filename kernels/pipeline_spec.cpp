@@ -284,7 +284,6 @@ uint32_t gate_threshold(double p) {
 
 std::string output_affine_problem(double scale, double bias) {
   std::ostringstream out;
-  out.precision(17);
   if (!std::isfinite(scale) || !std::isfinite(bias)) {
     out << "scale and bias must be finite, got scale=" << scale << " bias=" << bias;
     return out.str();

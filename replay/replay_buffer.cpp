@@ -731,8 +731,9 @@ ReplayBuffer::Impl::CheckedPriorities ReplayBuffer::Impl::checked_priorities(
   const int64_t k = idx.size(0);
   const int64_t* ip = idx.data_ptr<int64_t>();
   const double* pp = pri.data_ptr<double>();
-  // On a CPU buffer each index's leaf is fetched here too, while pow() runs
-  // below: refresh_weights reads it, then the tree update writes it.
+  // Each index's priority (and on a CPU buffer its leaf) is fetched here too,
+  // while pow() runs below, for update_priorities, which writes them next
+  // (refresh_weights reads the leaf first); check_priorities stops here.
   const bool leaves_on_host = o.device.is_cpu();
   const tree::TreeView view = tree_view();
   std::vector<double> q(static_cast<size_t>(k));  // p^alpha

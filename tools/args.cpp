@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "tools/decimal.h"
+
 namespace obsaug::cli {
 
 std::string Args::get(const std::string& key, const std::string& fallback) const {
@@ -52,10 +54,10 @@ int64_t Args::get_int(const std::string& key, int64_t fallback, int64_t min_valu
   };
   if (!decimal_number(text)) refuse();  // no sign: every option counts from 0 or 1
   int64_t v = 0;
-  if (text.find_first_not_of("0123456789") == std::string::npos) {  // digits: exact
-    errno = 0;
-    v = std::strtoll(text.c_str(), nullptr, 10);
-    if (errno == ERANGE) refuse();
+  if (uint64_t digits = 0; parse_decimal(text, INT64_MAX, &digits)) {  // digits: exact
+    v = static_cast<int64_t>(digits);
+  } else if (text.find_first_not_of("0123456789") == std::string::npos) {
+    refuse();  // digits beyond int64
   } else {  // 1e7, 2.5e6: whole, and inside int64 before the cast (9e18 < 2^63)
     const double d = std::strtod(text.c_str(), nullptr);
     if (!(d == std::floor(d)) || d > 9.0e18) refuse();
@@ -69,10 +71,8 @@ uint64_t Args::get_uint64(const std::string& key, uint64_t fallback) const {
   auto it = values.find(key);
   if (it == values.end()) return fallback;
   const std::string& text = it->second;
-  errno = 0;
-  const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
-      errno == ERANGE) {
+  uint64_t v = 0;
+  if (!parse_decimal(text, UINT64_MAX, &v)) {
     throw UsageError("--" + key + ": expected an integer in 0..18446744073709551615, got '" + text +
                      "'");
   }

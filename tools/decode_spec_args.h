@@ -4,12 +4,11 @@
 // Header-only: both binaries link obsaug_decode and nothing else of tools/.
 #pragma once
 
-#include <cerrno>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "engine/decode/decode.h"
+#include "tools/decimal.h"
 
 namespace obsaug {
 
@@ -17,18 +16,6 @@ enum class SpecOption { kNotMine, kTaken, kBad };
 
 // The largest --size side: a distractor is resized to an observation's size.
 inline constexpr int kMaxDecodeSide = 16384;
-
-// `text` as a decimal integer in 0..max (digits only: no sign, hex or octal).
-inline bool parse_decimal(const char* text, uint64_t max, uint64_t* out) {
-  const std::string s = text;
-  if (s.empty() || s.size() > 20 || s.find_first_not_of("0123456789") != std::string::npos)
-    return false;
-  errno = 0;
-  const unsigned long long v = std::strtoull(s.c_str(), nullptr, 10);
-  if (errno == ERANGE || v > max) return false;
-  *out = v;
-  return true;
-}
 
 // Reads the option at argv[*i] into `spec` when it is one of the above
 // (advancing *i past its value); kBad sets `error` to what was expected.
@@ -40,8 +27,8 @@ inline SpecOption take_spec_option(int argc, char** argv, int* i, AugmentSpec* s
     const std::string value = argv[++*i];
     const size_t x = value.find('x');
     uint64_t h = 0, w = 0;
-    if (x == std::string::npos || !parse_decimal(value.substr(0, x).c_str(), kMaxDecodeSide, &h) ||
-        !parse_decimal(value.substr(x + 1).c_str(), kMaxDecodeSide, &w)) {
+    if (x == std::string::npos || !parse_decimal(value.substr(0, x), kMaxDecodeSide, &h) ||
+        !parse_decimal(value.substr(x + 1), kMaxDecodeSide, &w)) {
       *error = "--size wants HxW with sides in 1.." + std::to_string(kMaxDecodeSide) +
                ", e.g. 84x84; got '" + value + "'";
       return SpecOption::kBad;

@@ -15,7 +15,9 @@
 
 #include <cstdio>
 #include <exception>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/augment.h"
 #include "replay/engine_augment.h"

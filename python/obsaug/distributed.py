@@ -614,7 +614,7 @@ class ShardedReplayBuffer:
         try:
             idx, pri = self._pairs(indices, priorities)
             error: Optional[Exception] = None
-        except (TypeError, ValueError, IndexError) as e:
+        except Exception as e:  # any: raised below, once every rank knows
             error = e
         owner = idx // self.local.capacity if error is None else None
         counts = ([-1] * self.world_size if error is not None else
@@ -738,8 +738,13 @@ class ShardedReplayBuffer:
             error: Optional[Exception] = None
         except Exception as e:  # raised below, once every rank knows
             error = e
-        flag = torch.tensor([int(error is not None)], dtype=torch.int64,
-                            device=torch.device(device) if device is not None else "cpu")
+        flag_device = torch.device("cpu")
+        try:  # the agreement's own device; an unusable one is this rank's error too
+            flag_device = torch.device(device) if device is not None else flag_device
+            torch.empty(0, device=flag_device)
+        except Exception as e:
+            error, flag_device = error or e, torch.device("cpu")
+        flag = torch.tensor([int(error is not None)], dtype=torch.int64, device=flag_device)
         every = [torch.empty_like(flag) for _ in range(world)]
         dist.all_gather(every, flag, group=group)
         failed = [r for r, t in enumerate(every) if int(t.item())]

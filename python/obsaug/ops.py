@@ -105,18 +105,29 @@ def _int_arg(name: str, value: int) -> int:
     return value
 
 
+def _unwrapped(value: Any) -> Any:
+    """A 0-dim tensor or numpy scalar as the Python number or bool it holds."""
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        return value.item()
+    return value
+
+
 def _float_arg(name: str, value: float) -> float:
-    """A real argument (an int, a float, a numpy number; not a bool or a string)."""
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+    """A real argument: an int or a float, also as a numpy scalar or a 0-dim tensor;
+    not a bool or a string."""
+    number = _unwrapped(value)
+    if not isinstance(number, numbers.Real) or isinstance(number, bool):
         raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
-    return float(value)
+    return float(number)
 
 
 def _bool_arg(name: str, value: bool) -> bool:
-    """A bool argument (True or False, as in a pipeline dict; not an int or a string)."""
-    if not isinstance(value, bool):
+    """A bool argument: True or False (a numpy or 0-dim tensor bool too), as in a
+    pipeline dict; not an int or a string."""
+    flag = _unwrapped(value)
+    if not isinstance(flag, bool):
         raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
-    return value
+    return flag
 
 
 def _size_pair(size: Union[int, Sequence[int]]) -> Tuple[int, int]:

@@ -319,8 +319,10 @@ TEST_F(ConfigText, OutputDtypeAndAffine) {
   // float32 must hold scale, bias and every v * scale + bias, v in 0..255.
   expect("output: {dtype: float32, scale: 1e308}", "output.scale", {"beyond float32"});
   expect("output: {dtype: float32, bias: -1e39}", "output.bias", {"beyond float32"});
+  expect("output: {dtype: float32, scale: 0.00392156862745098, bias: 1.0e39}", "output.bias",
+         {"scale=0.00392157 bias=1e+39 are beyond float32"});
   expect("output: {dtype: float32, scale: 1e-50}", "output.scale", {"rounds to 0 in float32"});
-  expect("output: {dtype: float32, scale: 1e36, bias: 3.3e38}", "output.scale",
+  expect("output: {dtype: float32, scale: 1e36, bias: 3.3e38}", "output.bias",
          {"overflow float32 (255 * scale + bias is not finite)"});
   EXPECT_EQ(load("output: {dtype: float32, scale: 0, bias: 3e38}").output.bias, 3e38);
   // The identity affine is allowed with uint8 (describe() prints it).

@@ -127,6 +127,23 @@ def check_unconvertible_priorities():
     ok("unconvertible_priorities")
 
 
+def check_indices_torch_cannot_read():
+    """Indices on the meta device (NotImplementedError when read) on rank 1: any
+    error of the arguments is inside the agreement, so rank 0 hears of it at once."""
+    rank = dist.get_rank()
+    rb = prioritized()
+    before = weights(rb)
+    if rank == 1:
+        idx = torch.empty(1, dtype=torch.int64, device="meta")
+        expect(lambda: rb.update_priorities(idx, torch.tensor([2.0])), NotImplementedError,
+               ["meta"])
+    else:
+        expect(lambda: rb.update_priorities(torch.tensor([1]), torch.tensor([2.0])), ValueError,
+               ["rejected on rank 1"])
+    unchanged(rb, before, "a refused update changed priorities")
+    ok("indices_torch_cannot_read")
+
+
 # --- load ---------------------------------------------------------------------------
 
 def check_load_without_a_shard(root):
@@ -145,6 +162,27 @@ def check_load_without_a_shard(root):
              else ["rank 1 could not load its shard"])
     expect(lambda: ShardedReplayBuffer.load(path), ValueError, words)
     ok("load_without_a_shard")
+
+
+def check_load_onto_an_unusable_device(root):
+    """Rank 1 loads onto a device it does not have: its error, and rank 0 hears
+    of it through the agreement instead of waiting for the group's timeout."""
+    rank = dist.get_rank()
+    rb = prioritized()
+    path = os.path.join(root, "device")
+    rb.save(path)
+    dist.barrier()
+    if rank == 1:
+        try:
+            ShardedReplayBuffer.load(path, device="cuda:77")
+        except Exception as e:  # the type is torch's (no such device, or no CUDA)
+            assert "could not load its shard" not in str(e), str(e)
+        else:
+            raise AssertionError("a load onto cuda:77 succeeded")
+    else:
+        expect(lambda: ShardedReplayBuffer.load(path), ValueError,
+               ["rank 1 could not load its shard"])
+    ok("load_onto_an_unusable_device")
 
 
 def check_load_a_corrupt_shard(root):
@@ -278,9 +316,10 @@ def check_failed_growth_keeps_the_regions():
 
 MODES = {
     "priorities": [check_owner_refuses_a_slot, check_owner_refuses_a_priority,
-                   check_unconvertible_priorities],
+                   check_unconvertible_priorities, check_indices_torch_cannot_read],
     "load": [lambda: check_load_without_a_shard(os.environ["FAULTS_TMP"]),
-             lambda: check_load_a_corrupt_shard(os.environ["FAULTS_TMP"])],
+             lambda: check_load_a_corrupt_shard(os.environ["FAULTS_TMP"]),
+             lambda: check_load_onto_an_unusable_device(os.environ["FAULTS_TMP"])],
     "engine": [check_engines_on_per_rank_devices,
                lambda: check_close_keeps_no_engine("shared_memory"),
                lambda: check_close_keeps_no_engine("all_to_all"),

@@ -95,8 +95,8 @@ def test_ranks_on_different_hosts_refuse_shared_memory_and_auto_picks_all_to_all
 
 
 FAULTS = {"priorities": ["owner_refuses_a_slot", "owner_refuses_a_priority",
-                         "unconvertible_priorities"],
-          "load": ["load_without_a_shard", "load_a_corrupt_shard"],
+                         "unconvertible_priorities", "indices_torch_cannot_read"],
+          "load": ["load_without_a_shard", "load_a_corrupt_shard", "load_onto_an_unusable_device"],
           "engine": ["engines_on_per_rank_devices", "close_keeps_no_engine_shared_memory",
                      "close_keeps_no_engine_all_to_all", "another_pid_namespace",
                      "an_owner_that_fails_is_named"],

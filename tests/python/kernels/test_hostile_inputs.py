@@ -197,6 +197,22 @@ def test_bad_input_raises(name, exc, call, words):
     raises(exc, call, *words)
 
 
+def test_numbers_and_flags_may_be_numpy_scalars_or_0dim_tensors():
+    import numpy as np
+    o, p = torch.randint(0, 256, (2, 9, 8, 8), dtype=torch.uint8), torch.randint(
+        0, 256, (3, 3, 8, 8), dtype=torch.uint8)
+    want = ops.overlay(o, p, alpha=0.25, alpha_max=0.75, per_frame=True, **Z)
+    for alpha, alpha_max, per_frame in ((np.float32(0.25), np.float64(0.75), np.True_),
+                                        (torch.tensor(0.25), torch.tensor(0.75),
+                                         torch.tensor(True))):
+        got = ops.overlay(o, p, alpha=alpha, alpha_max=alpha_max, per_frame=per_frame, **Z)
+        assert torch.equal(got, want)
+    want = ops.augment(o, None, ops=[], out_dtype=torch.float32, scale=0.5, bias=-1.0, **Z)
+    got = ops.augment(o, None, ops=[], out_dtype=torch.float32, scale=torch.tensor(0.5),
+                      bias=np.int64(-1), **Z)
+    assert torch.equal(got, want)
+
+
 def test_type_errors_are_typeerrors():
     with pytest.raises(TypeError):
         ops.shift(zeros_obs(dtype=torch.int64), **Z)

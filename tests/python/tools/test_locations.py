@@ -101,7 +101,9 @@ def test_config_source_data_photos_follows_the_lookup(no_photo_env, monkeypatch)
 
 
 def test_config_without_photos_names_the_key_and_the_fix(no_photo_env):
-    raises(ValueError, lambda: obsaug.Engine(overlay_config()), "pool.sources[0]",
+    # base_dir in place of the checkout, whose data/photos a dict would find
+    work = str(no_photo_env / "work")
+    raises(ValueError, lambda: obsaug.Engine(overlay_config(), base_dir=work), "pool.sources[0]",
            "no embedded photographs", "obsaug fetch-photos", "OBSAUG_PHOTOS")
 
 
