@@ -146,14 +146,19 @@ def check_indices_torch_cannot_read():
 
 # --- load ---------------------------------------------------------------------------
 
+def saved_checkpoint(root, name):
+    """A prioritized buffer saved by both ranks to root/name (its path)."""
+    path = os.path.join(root, name)
+    prioritized().save(path)
+    dist.barrier()
+    return path
+
+
 def check_load_without_a_shard(root):
     """Rank 1's folder is gone: rank 1 raises a ValueError saying its shard is
     missing, rank 0 one naming rank 1."""
     rank = dist.get_rank()
-    rb = prioritized()
-    path = os.path.join(root, "missing")
-    rb.save(path)
-    dist.barrier()
+    path = saved_checkpoint(root, "missing")
     if rank == 1:
         os.remove(os.path.join(path, "rank1-of-2", "replay.obsaug"))
         os.rmdir(os.path.join(path, "rank1-of-2"))
@@ -168,10 +173,7 @@ def check_load_onto_an_unusable_device(root):
     """Rank 1 loads onto a device it does not have: its error, and rank 0 hears
     of it through the agreement instead of waiting for the group's timeout."""
     rank = dist.get_rank()
-    rb = prioritized()
-    path = os.path.join(root, "device")
-    rb.save(path)
-    dist.barrier()
+    path = saved_checkpoint(root, "device")
     if rank == 1:
         try:
             ShardedReplayBuffer.load(path, device="cuda:77")
@@ -189,10 +191,7 @@ def check_load_a_corrupt_shard(root):
     """Rank 1's file is cut short: rank 1 raises the corrupt file's ValueError,
     rank 0 one naming rank 1."""
     rank = dist.get_rank()
-    rb = prioritized()
-    path = os.path.join(root, "corrupt")
-    rb.save(path)
-    dist.barrier()
+    path = saved_checkpoint(root, "corrupt")
     if rank == 1:
         file = os.path.join(path, "rank1-of-2", "replay.obsaug")
         os.truncate(file, os.path.getsize(file) // 2)
