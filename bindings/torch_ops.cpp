@@ -76,10 +76,13 @@ at::Tensor counted_shift(const at::Tensor& obs, const at::Tensor& step, int64_t 
                     "calls, got ",
                     step.defined() ? describe(step) : std::string("an undefined tensor"));
   int64_t* counter = step.data_ptr<int64_t>();
-  at::Tensor out = ops::shift(obs, static_cast<uint64_t>(seed), static_cast<uint64_t>(*counter),
-                              pad, "replicate", /*op_index=*/0);
-  ++*counter;  // only after a call that succeeded: a rejected input leaves the count
-  return out;
+  // The count is taken atomically (calls from several threads each get their
+  // own step) and only once the call's checks pass: a rejected input leaves it.
+  const ops::Step next = ops::Step::taken_by([counter] {
+    return static_cast<uint64_t>(__atomic_fetch_add(counter, 1, __ATOMIC_RELAXED));
+  });
+  return ops::augment(obs, std::nullopt, {OpSpec::shift(pad, "replicate")},
+                      static_cast<uint64_t>(seed), next);
 }
 
 namespace {

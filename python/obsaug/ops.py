@@ -105,8 +105,15 @@ def _int_arg(name: str, value: int) -> int:
     return value
 
 
+# What torch.compile passes for a number that changes between calls (or any
+# number under dynamic=True): handed to the op as it is.
+_SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
 def _unwrapped(value: Any) -> Any:
     """A 0-dim tensor or numpy scalar as the Python number or bool it holds."""
+    if isinstance(value, (bool, int, float, str) + _SYMBOLIC) or value is None:
+        return value
     if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
         return value.item()
     return value
@@ -116,6 +123,8 @@ def _float_arg(name: str, value: float) -> float:
     """A real argument: an int or a float, also as a numpy scalar or a 0-dim tensor;
     not a bool or a string."""
     number = _unwrapped(value)
+    if isinstance(number, (torch.SymInt, torch.SymFloat)):
+        return number
     if not isinstance(number, numbers.Real) or isinstance(number, bool):
         raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
     return float(number)
@@ -143,6 +152,7 @@ def _value_text(where: str, key: str, spec: Mapping[str, Any], value: Any) -> Op
     """``value`` of key ``key`` in the text form, after the schema's type check
     (None: an optional key left unset)."""
     kind = spec["type"]
+    value = _unwrapped(value)
     if value is None and spec["optional"]:
         return None
     not_bool = not isinstance(value, bool)
@@ -237,6 +247,9 @@ def shift(obs: torch.Tensor, *, seed: int, step: int, pad: int = _default("shift
           padding: str = _default("shift", "padding"), op_index: int = 0,
           out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Random shift by (dx, dy) in [-pad, pad]^2, border replicated or zero-filled."""
+    if not isinstance(padding, str):
+        raise TypeError(f"padding must be 'replicate' or 'zeros', got {type(padding).__name__} "
+                        f"{padding!r}")
     args = (obs, _as_int64("seed", seed), _as_int64("step", step), _int_arg("pad", pad), padding,
             _int_arg("op_index", op_index))
     if out is not None:
@@ -251,7 +264,8 @@ def crop(obs: torch.Tensor, *, seed: int, step: int, size: Union[int, Sequence[i
     """Random (or centre) crop to ``size`` (N or (H, W)), every offset equally likely."""
     h, w = _size_pair(size)
     args = (obs, _as_int64("seed", seed), _as_int64("step", step),
-            [_int_arg("size", h), _int_arg("size", w)], center, _int_arg("op_index", op_index))
+            [_int_arg("size", h), _int_arg("size", w)], _bool_arg("center", center),
+            _int_arg("op_index", op_index))
     if out is not None:
         torch.ops.obsaug.crop_out(*args, out=_out_arg(out))
         return out
@@ -483,15 +497,17 @@ def _own_keys(name: str) -> Dict[str, Dict[str, Any]]:
 
 
 def _schema_value(name: str, key: str, spec: Mapping[str, Any], value: Any) -> Any:
-    """``value`` as the torch op takes it, after the schema's type check."""
-    _value_text(name, key, spec, value)  # TypeError for a value of the wrong type
+    """``value`` as the torch op takes it, after the schema's type check (a float
+    may be symbolic under torch.compile: it goes to the op as it is)."""
     kind = spec["type"]
+    value = _unwrapped(value)
+    if kind == "float" and not (value is None and spec["optional"]):
+        return _float_arg(f"{name}: {key}", value)
+    _value_text(name, key, spec, value)  # TypeError for a value of the wrong type
     if kind == "size":
         return [_int_arg(key, side) for side in _size_pair(value)]
     if kind == "int":
         return _int_arg(key, value)
-    if kind == "float":
-        return float(value)
     return value
 
 

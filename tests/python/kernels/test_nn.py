@@ -89,6 +89,30 @@ def test_random_shift_keeps_its_count_when_the_input_is_rejected():
     assert torch.equal(aug(x), obsaug.ops.shift(x, seed=3, step=1, pad=4))
 
 
+def test_random_shift_from_several_threads_uses_every_step_once():
+    """Calls from several threads (the op releases the GIL) each take their own step:
+    the outputs are ops.shift at steps 0..N-1, each once."""
+    import threading
+    aug = onn.RandomShift(pad=4, seed=7)
+    x = distinct_images(16, 9, 32, 32)
+    outs, lock = [], threading.Lock()
+
+    def work():
+        for _ in range(15):
+            out = aug(x)
+            with lock:
+                outs.append(out)
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert aug.step == 60
+    want = [obsaug.ops.shift(x, seed=7, step=s, pad=4) for s in range(60)]
+    used = sorted(next(s for s, w in enumerate(want) if torch.equal(o, w)) for o in outs)
+    assert used == list(range(60))
+
+
 @pytest.mark.parametrize("seed", [2**63, 2**64 - 1])
 def test_random_shift_takes_every_seed_ops_shift_takes(seed):
     x = torch.rand(2, 9, 16, 16) * 255

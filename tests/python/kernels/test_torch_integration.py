@@ -149,6 +149,30 @@ def test_compile_dynamic_batch_and_size():
         assert torch.equal(compiled(x, p), fused(x, p))
 
 
+def test_compile_dynamic_with_default_and_changing_floats():
+    """Under dynamic=True (and for a float that changes between calls) torch.compile
+    hands the wrappers symbolic floats: defaults and arguments alike reach the op."""
+    torch._dynamo.reset()
+    x, p = random_obs((2, 9, 16, 16), torch.uint8, seed=1), random_pool(3, 3, 16, 16, seed=2)
+    shift_only = [{"op": "shift"}]
+    for call in (lambda x, p: ops.augment(x, ops=shift_only, seed=1, step=2),
+                 lambda x, p: ops.overlay(x, p, seed=1, step=2),
+                 lambda x, p: ops.flip(x, seed=1, step=2),
+                 lambda x, p: ops.cutout(x, seed=1, step=2)):
+        compiled = torch.compile(call, fullgraph=True, backend=BACKEND, dynamic=True)
+        assert torch.equal(compiled(x, p), call(x, p))
+    changing = [
+        lambda x, p, v: ops.overlay(x, p, seed=1, step=2, alpha=v),
+        lambda x, p, v: ops.flip(x, seed=1, step=2, p=v),
+        lambda x, p, v: ops.augment(x, ops=shift_only, seed=1, step=2, out_dtype=torch.float32,
+                                    scale=v),
+    ]
+    for call in changing:
+        compiled = torch.compile(call, fullgraph=True, backend=BACKEND)
+        for v in (0.3, 0.45, 0.6):
+            assert torch.equal(compiled(x, p, v), call(x, p, v))
+
+
 STEPS = [*range(12), 2**63 - 1]  # a dynamic step is checked to lie in [0, 2**63)
 
 
