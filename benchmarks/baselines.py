@@ -169,12 +169,14 @@ class DrQv2Storage:
 # src/augmentations.py
 # --------------------------------------------------------------------------
 
-# view_as_windows_cuda, random_crop and random_shift are verbatim apart from the
-# assertion that the input is a CUDA tensor (dropped so that the CPU column runs
-# too). Note their crop offsets are random_(0, crop_max), i.e. 0..7 for pad 4:
-# 8 of the 9 shifts (the CURL off-by-one); obsaug draws all 9.
-# (bench_ops.py's eager row; bench_side_by_side.py and benchmarks/bench_agent.py use
-# dmcgb_random_shift_kornia below.)
+# view_as_windows_cuda and random_crop are verbatim apart from the assertion that
+# the input is a CUDA tensor (dropped so that the CPU column runs too);
+# random_shift here is pad + random_crop, the form some DMControl-GB versions
+# (and forks) have; upstream's random_shift crops with kornia's RandomCrop
+# (dmcgb_random_shift_kornia below, which bench_side_by_side.py and
+# benchmarks/bench_agent.py use; this one is bench_ops.py's eager row). The
+# random_crop offsets are random_(0, crop_max), i.e. 0..7 for pad 4: 8 of the 9
+# shifts (the CURL off-by-one); obsaug draws all 9.
 def view_as_windows_cuda(x, window_shape):
     """PyTorch CUDA-enabled implementation of view_as_windows"""
     assert isinstance(window_shape, tuple) and len(window_shape) == len(x.shape), \

@@ -6,7 +6,12 @@ For each device (cpu, and cuda when available), frame layout (default
 frames with a 1-channel pool) and batch size B, it times side by side:
 
   copy            dst.copy_(src) of the uint8 batch into a preallocated tensor:
-                  the memory-traffic floor, measured in the same run
+                  the floor the issue's targets name ("a plain copy of the same
+                  bytes"), measured in the same run ('x copy')
+  in-place floor  buf.bitwise_not_() on a batch-sized uint8 buffer: read and
+                  write one buffer, the memory traffic of an in-place pass
+                  (a copy into another buffer also fetches the destination's
+                  lines before writing them); 'x own' of the in-place rows
   obsaug in place obsaug.ops.augment(obs, pool, ops=[shift pad 4, overlay 0.5],
                   inplace=True): one fused pass
   obsaug out      the same, out of place (allocates the output each call)
@@ -15,9 +20,10 @@ frames with a 1-channel pool) and batch size B, it times side by side:
                   engine keeps its output between calls; its pool is the
                   embedded photos, P = 256, never refreshed)
   eager           the same two ops in plain PyTorch as DMControl-GB writes them,
-                  with the pool preloaded on the device: random_shift
-                  (F.pad replicate + view_as_windows gather crop, random_crop
-                  from DMControl-GB/RAD, verbatim) then random_overlay
+                  with the pool preloaded on the device: a shift as F.pad
+                  replicate + random_crop (view_as_windows gather crop, from
+                  DMControl-GB/RAD, verbatim; some DMControl-GB versions'
+                  random_shift; upstream's crops with kornia RandomCrop) then random_overlay
                   (index_select of random pool images, float blend, back to uint8)
   obsaug shift f32  obsaug.ops.shift(x, pad=4) on float32 input, out of place
   obsaug shift f32 out=  the same into a preallocated tensor
@@ -26,6 +32,8 @@ frames with a 1-channel pool) and batch size B, it times side by side:
   DrQ-v2 shift    DrQ-v2's RandomShiftsAug (replicate pad + grid_sample) on float32
   f32 copy        fdst.copy_(fsrc) of float32 tensors of the batch's shape: the
                   floor of the float32-output rows, measured in the same run
+  u8->f32 convert fdst.copy_(src): the uint8 batch converted to float32, the
+                  traffic of the affine rows without the pool; 'x own' of those
   f32 affine      the fused shift+overlay on the uint8 batch with float32
                   output, v * (1/255) - 0.5 (DrQ-v2's encoder scaling), out of
                   place and into out=
@@ -147,6 +155,7 @@ def run_config(device: torch.device, frames: str, channels: Optional[int], batch
     dst_f = torch.empty_like(obs_f)      # out= of the float rows
     src_f = obs_f.clone()                # the float32 copy's source
     dst_f_copy = torch.empty_like(obs_f)
+    rmw = obs.clone()                    # the in-place floor's buffer
     drqv2 = RandomShiftsAug(PAD)
     nn_shift = obsaug.nn.RandomShift(PAD, seed=seed)
     engine = reuse_engine(device, sc // c, c, h, w, seed)
@@ -207,8 +216,10 @@ def run_config(device: torch.device, frames: str, channels: Optional[int], batch
 
     methods = [
         Method("copy", lambda: dst.copy_(src), "copy (floor: dst.copy_(src))", nbytes=2 * n),
+        Method("rmw", lambda: rmw.bitwise_not_(), "in-place floor (buf.bitwise_not_())",
+               nbytes=2 * n),
         Method("obsaug_inplace", obsaug_inplace, "obsaug shift+overlay in place",
-               nbytes=fused_bytes, baseline="eager"),
+               nbytes=fused_bytes, baseline="eager", own_floor="rmw"),
         Method("obsaug_out", obsaug_out, "obsaug shift+overlay out of place",
                nbytes=fused_bytes, baseline="eager"),
         Method("obsaug_out_into", obsaug_out_into, "obsaug shift+overlay out=",
@@ -218,10 +229,12 @@ def run_config(device: torch.device, frames: str, channels: Optional[int], batch
         Method("eager", eager, eager_label, nbytes=fused_bytes),
         Method("copy_f32", lambda: dst_f_copy.copy_(src_f), "f32 copy (floor: fdst.copy_(fsrc))",
                nbytes=f32_bytes, floor="copy_f32"),
+        Method("convert_f32", lambda: dst_f_copy.copy_(src), "u8->f32 convert (fdst.copy_(src))",
+               nbytes=5 * n, floor="copy_f32"),
         Method("obsaug_affine", obsaug_affine, "obsaug shift+overlay u8->f32 affine out",
-               nbytes=affine_bytes, floor="copy_f32"),
+               nbytes=affine_bytes, floor="copy_f32", own_floor="convert_f32"),
         Method("obsaug_affine_into", obsaug_affine_into, "obsaug shift+overlay u8->f32 affine out=",
-               nbytes=affine_bytes, floor="copy_f32"),
+               nbytes=affine_bytes, floor="copy_f32", own_floor="convert_f32"),
         Method("obsaug_shift_f32", obsaug_shift_f32, "obsaug shift f32 out of place",
                nbytes=f32_bytes, baseline="drqv2", floor="copy_f32"),
         Method("obsaug_shift_f32_into", obsaug_shift_f32_into, "obsaug shift f32 out=",
@@ -274,6 +287,9 @@ def run_config(device: torch.device, frames: str, channels: Optional[int], batch
             "samples_per_s": batch / t, "bytes_per_call": m.info["nbytes"],
             "GB_per_s": m.info["nbytes"] / t / 1e9,
             "floor": floor, "x_copy": harness.median(by_key[floor]) / t,
+            "own_floor": m.info.get("own_floor"),
+            "x_own": (harness.median(by_key[m.info["own_floor"]]) / t
+                      if m.info.get("own_floor") else None),
             "threads": m.info.get("threads"),
             "baseline": m.info.get("baseline"),
             "speedup": (harness.median(base) / t) if base else None,
@@ -292,17 +308,18 @@ def _fmt(v, spec, empty=""):
 
 def print_table(rows: List[Dict]) -> None:
     head = (f"{'device':<7} {'frames':<8} {'B':>5}  {'method':<42} {'ms/call':>9} "
-            f"{'iqr':>5} {'samples/s':>11} {'GB/s':>7} {'x copy':>6} {'speedup':>8}")
+            f"{'iqr':>5} {'samples/s':>11} {'GB/s':>7} {'x copy':>6} {'x own':>6} {'speedup':>8}")
 
     def line(r: Dict) -> str:
         speed = _fmt(r["speedup"], ".2f")
         if speed:
             speed += "x"
-        xc = r["x_copy"]
-        xc = " " * 6 if xc is None else format(xc, "6.3f" if xc < 0.1 else "6.2f")
+        def ratio(x):
+            return " " * 6 if x is None else format(x, "6.3f" if x < 0.1 else "6.2f")
         return (f"{r['device']:<7} {r['frames']:<8} {r['batch']:>5}  {r['label']:<42} "
                 f"{r['ms_per_call']:>9.3f} {r['iqr'] * 100:>4.0f}% {r['samples_per_s']:>11,.0f} "
-                f"{r['GB_per_s']:>7.2f} {xc} {speed:>8}".rstrip())
+                f"{r['GB_per_s']:>7.2f} {ratio(r['x_copy'])} {ratio(r['x_own'])} "
+                f"{speed:>8}".rstrip())
     harness.print_grouped_table(head, rows, lambda r: (r["device"], r["frames"], r["batch"]), line)
 
 
@@ -326,22 +343,26 @@ def print_summary(rows: List[Dict]) -> None:
                                          "obsaug_reuse")}
         return (f"{x['obsaug_inplace']:>8.2f} {x['obsaug_out']:>6.2f} "
                 f"{x['obsaug_out_into']:>6.2f} {x['obsaug_reuse']:>6.2f}  "
+                f"{g['obsaug_inplace']['x_own']:>14.2f}  "
                 f"{g['obsaug_inplace']['speedup']:>16.2f}x")
 
     def float_cells(g: Dict[str, Dict]) -> str:
         return (f"{g['obsaug_affine']['x_copy']:>10.2f} "
-                f"{g['obsaug_affine_into']['x_copy']:>11.2f}  "
+                f"{g['obsaug_affine_into']['x_copy']:>11.2f} "
+                f"{g['obsaug_affine_into']['x_own']:>14.2f}  "
                 f"{g['obsaug_shift_f32']['speedup']:>8.2f}x "
                 f"{g['obsaug_shift_f32_into']['speedup']:>9.2f}x "
                 f"{g['nn_shift']['speedup']:>13.2f}x")
 
     summary("\nSummary 1: fused shift+overlay, uint8, x copy (t_copy / t; 1.0 = one copy of the "
-            "batch), and vs eager:",
-            f"{'in place':>8} {'out':>6} {'out=':>6} {'reuse':>6}  {'in place vs eager':>17}",
+            "batch), in place x its own floor (t_bitwise_not_ / t), and vs eager:",
+            f"{'in place':>8} {'out':>6} {'out=':>6} {'reuse':>6}  {'in place x own':>14}  "
+            f"{'in place vs eager':>17}",
             uint8_cells)
-    summary("\nSummary 2: float paths. u8->f32 affine (v/255 - 0.5) x f32 copy (t_f32copy / t); "
+    summary("\nSummary 2: float paths. u8->f32 affine (v/255 - 0.5) x f32 copy (t_f32copy / t) "
+            "and out= x the bare u8->f32 conversion; "
             "shift f32 and nn.RandomShift vs DrQ-v2 RandomShiftsAug (t_drqv2 / t):",
-            f"{'affine out':>10} {'affine out=':>11}  "
+            f"{'affine out':>10} {'affine out=':>11} {'affine= x own':>14}  "
             f"{'shift out':>9} {'shift out=':>10} {'nn.RandomShift':>14}",
             float_cells)
     counts = sorted({r["threads"] for r in rows if r.get("threads")})
@@ -395,8 +416,10 @@ def main(argv=None) -> int:
     print("GB/s counts 1e9 bytes: copy 2*N; fused shift+overlay 2*N + B*C*H*W (one "
           "distractor per sample), the eager row credited the same; f32 shift 8*N; "
           "u8->f32 affine N + B*C*H*W + 4*N; N = B*S*C*H*W.\n'x copy' = t_copy/t (float32 "
-          "rows: t_f32copy/t); 'speedup' = t_baseline/t (baseline: eager for the fused rows, "
-          "DrQ-v2 RandomShiftsAug for the f32 shift rows).\n")
+          "rows: t_f32copy/t); 'x own' = t_floor/t against the floor of the row's own traffic "
+          "(in place: buf.bitwise_not_(), one buffer read and written; u8->f32 affine: the "
+          "bare u8->f32 conversion); 'speedup' = t_baseline/t (baseline: eager for the fused "
+          "rows, DrQ-v2 RandomShiftsAug for the f32 shift rows).\n")
 
     rows: List[Dict] = []
     t_start = time.perf_counter()

@@ -180,13 +180,14 @@ def build_groups(device: torch.device, batch: int, seed: int, max_loop: int,
     groups.append(grp)
 
     def rad_gate_group(op, what, p, rad_name, aug=None, kornia_per_frame=False):
-        """A gated op of RAD's: obsaug.ops (uint8) and nn.rad, RAD's rad_name,
-        and where aug (a class name) is given kornia's and torchvision v2's aug
-        (kornia per frame or on whole observations)."""
+        """A gated op of RAD's: nn.rad (the reference: float32 0..1, the input RAD,
+        kornia and torchvision get) and obsaug.ops on uint8, RAD's rad_name, and
+        where aug (a class name) is given kornia's and torchvision v2's aug (kornia
+        per frame or on whole observations)."""
         grp = Group(op, what)
-        grp.add("obsaug", ops(op, u8, p=p), f"obsaug.ops.{op} uint8", reference=True)
+        grp.add("obsaug", ops(op, u8, p=p), f"obsaug.ops.{op} uint8", obsaug_row=True)
         ours, theirs = getattr(orad, rad_name), getattr(bl, "rad_" + rad_name)
-        grp.add("obsaug_rad", lambda: ours(f01), f"obsaug.nn.rad.{rad_name}", obsaug_row=True)
+        grp.add("obsaug_rad", lambda: ours(f01), f"obsaug.nn.rad.{rad_name} f32", reference=True)
         grp.add("rad", lambda: theirs(f01), f"RAD {rad_name}")
         if aug is not None and kornia is not None:
             ka, k_in = getattr(K, aug)(p=p), frames01 if kornia_per_frame else f01

@@ -70,8 +70,9 @@ def sync(device) -> None:
 
 class Method:
     """One timed callable. ``prepare(n)``, if given, runs untimed before each
-    measurement of n calls (e.g. to stage n inputs); ``fixed_iters`` skips the
-    warm-up and calibration (slow methods already warm); ``max_rounds`` caps
+    measurement of n calls (e.g. to stage n inputs); ``fixed_iters`` (slow
+    methods) replaces calibration: one untimed call, then that many calls per
+    measurement; ``max_rounds`` caps
     the rounds measured; ``info`` holds whatever the script reports with it."""
 
     def __init__(self, key: str, fn: Callable[[], object], label: Optional[str] = None, *,
@@ -109,8 +110,11 @@ def measure(m: Method, iters: int, device=None) -> float:
 
 def calibrate(m: Method, device=None, warmup: int = 3, min_time: float = 0.04,
               warmup_budget: float = 0.3) -> None:
-    """Warms ``m`` up and sets ``m.iters`` so that one measurement lasts ~min_time."""
+    """Warms ``m`` up and sets ``m.iters`` so that one measurement lasts ~min_time.
+    A method with fixed_iters (a slow one) gets one untimed call, so that its first
+    round is not its cold start."""
     if m.fixed_iters:
+        measure(m, 1, device)
         m.iters = m.fixed_iters
         return
     t0 = time.perf_counter()
