@@ -25,15 +25,24 @@ void refuse_grad_then_call(const c10::OperatorHandle& op, torch::jit::Stack* sta
   const auto& arguments = op.schema().arguments();
   const auto inputs = torch::jit::last(*stack, arguments.size());
   const std::string caller = "torch.ops.obsaug." + op.schema().name().substr(8);  // "obsaug::"
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (inputs[i].isTensor()) refuse_grad(inputs[i].toTensor(), caller, arguments[i].name());
+  }
+  const at::AutoDispatchBelowAutograd below_autograd;
+  op.callBoxed(stack);
+}
+
+void call_then_note_writes(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  const auto inputs = torch::jit::last(*stack, arguments.size());
   std::vector<at::Tensor> written;  // the Tensor(a!) arguments
   for (size_t i = 0; i < arguments.size(); ++i) {
-    if (!inputs[i].isTensor()) continue;
-    refuse_grad(inputs[i].toTensor(), caller, arguments[i].name());
     const c10::AliasInfo* alias = arguments[i].alias_info();
-    if (alias != nullptr && alias->isWrite()) written.push_back(inputs[i].toTensor());
+    if (inputs[i].isTensor() && alias != nullptr && alias->isWrite())
+      written.push_back(inputs[i].toTensor());
   }
   {
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    const at::AutoDispatchBelowADInplaceOrView below;
     op.callBoxed(stack);
   }
   for (const at::Tensor& t : written) note_written(t);

@@ -27,10 +27,15 @@ void refuse_grad(const at::Tensor& tensor, const std::string& caller, const std:
 void note_written(const at::Tensor& tensor);
 
 // The Autograd-key kernel of every torch.ops.obsaug op (boxed): refuse_grad
-// on each tensor argument, the call below autograd, then the version bump of
-// each Tensor(a!) argument that ADInplaceOrView would have made. It also runs under
+// on each tensor argument, then the call below autograd. It also runs under
 // torch.compile (on FakeTensors), so a trace fails with the eager message
 // (Dynamo raises it as a TorchRuntimeError).
 void refuse_grad_then_call(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+// The ADInplaceOrView-key kernel of the ops that write a Tensor(a!) argument
+// (boxed): the call, then note_written on each such argument, as PyTorch's
+// own in-place ops do there. That key stays on under torch.inference_mode()
+// (which skips Autograd), so a normal tensor written there is bumped too.
+void call_then_note_writes(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 }  // namespace obsaug::bindings

@@ -211,14 +211,20 @@ void run_single_op(const c10::OperatorHandle& handle, torch::jit::Stack* stack) 
 namespace {
 
 // Declares the op and registers its Autograd kernel, which refuses inputs
-// that require grad (bindings/grad_refusal.h): every op gets one.
+// that require grad, and for an op that writes an argument (Tensor(a!)) its
+// ADInplaceOrView kernel, which bumps that argument's version
+// (bindings/grad_refusal.h).
 void define(torch::Library& m, const std::string& schema) {
   m.def(schema.c_str());
-  m.impl(
-      schema.substr(0, schema.find('(')).c_str(),
-      torch::dispatch(
-          c10::DispatchKey::Autograd,
-          torch::CppFunction::makeFromBoxedFunction<&obsaug::bindings::refuse_grad_then_call>()));
+  const std::string name = schema.substr(0, schema.find('('));
+  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::Autograd,
+                                       torch::CppFunction::makeFromBoxedFunction<
+                                           &obsaug::bindings::refuse_grad_then_call>()));
+  if (schema.find("(a!)") != std::string::npos) {
+    m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::ADInplaceOrView,
+                                         torch::CppFunction::makeFromBoxedFunction<
+                                             &obsaug::bindings::call_then_note_writes>()));
+  }
 }
 
 }  // namespace

@@ -88,3 +88,19 @@ def test_writing_a_tensor_autograd_saved_fails_backward(name):
     with torch.inference_mode():
         frozen = torch.rand(2, 6, 8, 8) * 255
     IN_PLACE[name](frozen)  # no version counter to bump: still written
+
+
+@pytest.mark.parametrize("name", list(IN_PLACE))
+def test_writing_under_inference_mode_still_bumps_a_normal_tensor(name):
+    """torch.inference_mode() skips the Autograd key but not ADInplaceOrView, where the
+    write is noted (once), as PyTorch's own in-place ops do: a saved obs written there
+    still fails backward."""
+    obs = torch.rand(2, 6, 8, 8) * 255
+    weight = torch.rand(4, 6, 3, 3, requires_grad=True)
+    loss = torch.nn.functional.conv2d(obs, weight).sum()
+    version = obs._version
+    with torch.inference_mode():
+        IN_PLACE[name](obs)
+    assert obs._version == version + 1
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
