@@ -227,6 +227,23 @@ def _output_hw(h: Any, w: Any, text: str) -> Tuple[Any, Any]:
     return (h if out_h is None else out_h), (w if out_w is None else out_w)
 
 
+def _tensor_arg(name: str, value: Any, optional: bool = False) -> Optional[torch.Tensor]:
+    """A tensor argument (None too where it is optional); a numpy array or a list is a
+    TypeError that says how to make one."""
+    if isinstance(value, torch.Tensor) or (optional and value is None):
+        return value
+    raise TypeError(f"{name} must be a torch.Tensor{' or None' if optional else ''}, got "
+                    f"{type(value).__name__} (torch.as_tensor converts an array or a list)")
+
+
+def _dtype_arg(out_dtype: Any) -> Optional[torch.dtype]:
+    """out_dtype: None, torch.uint8 or torch.float32 (the op checks which)."""
+    if out_dtype is None or isinstance(out_dtype, torch.dtype):
+        return out_dtype
+    raise TypeError(f"out_dtype must be a torch.dtype (torch.uint8 or torch.float32) or None, "
+                    f"got {type(out_dtype).__name__} {out_dtype!r}")
+
+
 def _out_arg(out: Any) -> torch.Tensor:
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"out must be a torch.Tensor (or None for a new tensor), "
@@ -250,8 +267,8 @@ def shift(obs: torch.Tensor, *, seed: int, step: int, pad: int = _default("shift
     if not isinstance(padding, str):
         raise TypeError(f"padding must be 'replicate' or 'zeros', got {type(padding).__name__} "
                         f"{padding!r}")
-    args = (obs, _as_int64("seed", seed), _as_int64("step", step), _int_arg("pad", pad), padding,
-            _int_arg("op_index", op_index))
+    args = (_tensor_arg("obs", obs), _as_int64("seed", seed), _as_int64("step", step),
+            _int_arg("pad", pad), padding, _int_arg("op_index", op_index))
     if out is not None:
         torch.ops.obsaug.shift_out(*args, out=_out_arg(out))
         return out
@@ -263,7 +280,7 @@ def crop(obs: torch.Tensor, *, seed: int, step: int, size: Union[int, Sequence[i
          out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Random (or centre) crop to ``size`` (N or (H, W)), every offset equally likely."""
     h, w = _size_pair(size)
-    args = (obs, _as_int64("seed", seed), _as_int64("step", step),
+    args = (_tensor_arg("obs", obs), _as_int64("seed", seed), _as_int64("step", step),
             [_int_arg("size", h), _int_arg("size", w)], _bool_arg("center", center),
             _int_arg("op_index", op_index))
     if out is not None:
@@ -278,8 +295,8 @@ def overlay(obs: torch.Tensor, pool: torch.Tensor, *, seed: int, step: int,
             per_frame: bool = _default("overlay", "per_frame"), op_index: int = 0,
             inplace: bool = False, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Blend a random pool image into each sample with weight alpha (or U[alpha, alpha_max])."""
-    args = (obs, pool, _as_int64("seed", seed), _as_int64("step", step),
-            _float_arg("alpha", alpha),
+    args = (_tensor_arg("obs", obs), _tensor_arg("pool", pool), _as_int64("seed", seed),
+            _as_int64("step", step), _float_arg("alpha", alpha),
             None if alpha_max is None else _float_arg("alpha_max", alpha_max),
             _bool_arg("per_frame", per_frame), _int_arg("op_index", op_index))
     if out is not None:
@@ -306,9 +323,11 @@ def augment(obs: torch.Tensor, pool: Optional[torch.Tensor] = None, *,
     obs's dtype. ``out``: write the result there (its dtype must be the
     result's: ``out_dtype``, else obs's) and return it.
     """
+    obs, pool = _tensor_arg("obs", obs), _tensor_arg("pool", pool, optional=True)
     text = pipeline_text(ops)
     seed64, step64 = _as_int64("seed", seed), _as_int64("step", step)
     scale, bias = _float_arg("scale", scale), _float_arg("bias", bias)
+    out_dtype = _dtype_arg(out_dtype)
     if out is not None:
         if inplace:
             raise ValueError("pass either inplace=True (the result in obs) or out= (the result "
@@ -347,9 +366,10 @@ def gather_augment(storage: torch.Tensor, indices: torch.Tensor,
     call instead of ``b``: the rows equal rows ``sample_ids`` of the call
     on the whole batch (obsaug.distributed augments another rank's draws so).
     """
-    args = (storage, indices, pool, pipeline_text(ops), _as_int64("seed", seed),
-            _as_int64("step", step), out_dtype, _float_arg("scale", scale),
-            _float_arg("bias", bias), sample_ids)
+    args = (_tensor_arg("storage", storage), _tensor_arg("indices", indices),
+            _tensor_arg("pool", pool, optional=True), pipeline_text(ops), _as_int64("seed", seed),
+            _as_int64("step", step), _dtype_arg(out_dtype), _float_arg("scale", scale),
+            _float_arg("bias", bias), _tensor_arg("sample_ids", sample_ids, optional=True))
     if out is not None:
         torch.ops.obsaug.gather_augment_out(*args, out=_out_arg(out))
         return out
@@ -524,7 +544,7 @@ def _make_single_op(name: str):
         missing = [key for key in required if key not in values]
         if missing:
             raise TypeError(f"{name}() needs {', '.join(missing)}")
-        args = [obs, _as_int64("seed", seed), _as_int64("step", step)]
+        args = [_tensor_arg("obs", obs), _as_int64("seed", seed), _as_int64("step", step)]
         args += [_schema_value(name, key, spec, values.get(key, spec["default"]))
                  for key, spec in keys.items()]
         args.append(_int_arg("op_index", op_index))
