@@ -45,6 +45,7 @@ import torch
 
 from . import _C, locations
 from ._closing import Closing
+from .ops import _unwrapped
 
 __all__ = ["Engine"]
 
@@ -61,10 +62,9 @@ def _plain(value: Any, path: str = "") -> Any:
         return os.fspath(value)
     if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
         return [_plain(item, f"{path}[{k}]") for k, item in enumerate(value)]
+    value = _unwrapped(value)  # numpy and 0-dim torch scalars as Python numbers
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
-    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # numpy, torch scalars
-        return _plain(value.item(), path)
     raise TypeError(f"config {path or '(the whole config)'}: expected a number, string, bool, "
                     f"list or mapping, got {type(value).__name__}")
 
