@@ -129,6 +129,36 @@ void check_gather_inputs(const at::Tensor& storage, const std::optional<at::Tens
                            ops::OutputOptions{out_dtype, scale, bias}, ops::Devices::kOrMeta);
 }
 
+// The fake kernels' checks on inputs of concrete sizes: every check of the
+// eager call before it reads an element (kernels/augment.h); the result's shape.
+std::vector<int64_t> check_augment_call(const at::Tensor& obs,
+                                        const std::optional<at::Tensor>& pool,
+                                        const std::string& pipeline,
+                                        std::optional<at::ScalarType> out_dtype, double scale,
+                                        double bias, const std::optional<at::Tensor>& out) {
+  return ops::check_augment_call(
+      obs, pool, parse_pipeline(pipeline),
+      ops::OutputOptions{out_dtype, scale, bias, out.value_or(at::Tensor())},
+      ops::Devices::kOrMeta);
+}
+
+void check_augment_inplace_call(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
+                                const std::string& pipeline) {
+  ops::check_augment_inplace_call(obs, pool, parse_pipeline(pipeline), ops::Devices::kOrMeta);
+}
+
+std::vector<int64_t> check_gather_call(const at::Tensor& storage, const at::Tensor& indices,
+                                       const std::optional<at::Tensor>& pool,
+                                       const std::string& pipeline,
+                                       std::optional<at::ScalarType> out_dtype, double scale,
+                                       double bias, const std::optional<at::Tensor>& sample_ids,
+                                       const std::optional<at::Tensor>& out) {
+  return ops::check_gather_call(
+      storage, indices, pool, parse_pipeline(pipeline),
+      ops::OutputOptions{out_dtype, scale, bias, out.value_or(at::Tensor())}, sample_ids,
+      ops::Devices::kOrMeta);
+}
+
 }  // namespace
 
 py::dict op_dict(const OpSpec& op) {
@@ -159,6 +189,18 @@ void bind_schema(py::module& m) {
           "output options (kernels/input_checks.h), for the fake kernels: TypeError or "
           "ValueError with the eager op's message.");
   }
+  const char* call_doc =
+      "Every check the eager call makes before it reads an element (kernels/augment.h), for "
+      "the fake kernels on inputs of concrete sizes: TypeError or ValueError with the eager "
+      "op's message. Returns the result's shape (the in-place form: None).";
+  m.def("check_augment_call", &check_augment_call, py::arg("obs"), py::arg("pool"),
+        py::arg("pipeline"), py::arg("out_dtype"), py::arg("scale"), py::arg("bias"),
+        py::arg("out"), call_doc);
+  m.def("check_augment_inplace_call", &check_augment_inplace_call, py::arg("obs"), py::arg("pool"),
+        py::arg("pipeline"), call_doc);
+  m.def("check_gather_call", &check_gather_call, py::arg("storage"), py::arg("indices"),
+        py::arg("pool"), py::arg("pipeline"), py::arg("out_dtype"), py::arg("scale"),
+        py::arg("bias"), py::arg("sample_ids"), py::arg("out"), call_doc);
 }
 
 }  // namespace obsaug::python

@@ -110,23 +110,18 @@ void dispatch(const PipelineDesc& desc, const at::Tensor& in, const at::Tensor& 
   }
 }
 
-struct Prepared {
-  PipelineDesc desc;
-  std::optional<at::Tensor> pool;  // contiguous, present when the pipeline overlays
-};
-
-// obs and pool as check_augment_inputs has checked them.
-Prepared prepare(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
-                 const Pipeline& pipeline, uint64_t seed, int64_t frame_channels) {
-  Prepared prepared;
-  if (has_overlay(pipeline)) prepared.pool = pool->contiguous();
+// obs and pool as check_augment_inputs has checked them: the pipeline
+// resolved for obs's frames (its step still 0, set once every check has
+// passed: Step).
+PipelineDesc resolved(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
+                      const Pipeline& pipeline, uint64_t seed, int64_t frame_channels) {
   // C, what the ops that mix channels and cutout's per-channel colour see
   // (resolve_pipeline says when C does not suit an op): the caller's, else
   // the pool's (given, even to a pipeline that does not overlay), else RGB
   // (C = 3) when S*C is a multiple of 3 and single channels (Atari) when not.
   const bool pool_given = pool.has_value() && pool->defined();
   FrameGeometry g = geometry_of(obs.size(1), obs.size(2), obs.size(3),
-                                pool_given ? &*pool : nullptr, prepared.pool.has_value());
+                                pool_given ? &*pool : nullptr, has_overlay(pipeline));
   if (frame_channels > 0) {
     TORCH_CHECK_VALUE(obs.size(1) % frame_channels == 0, "obs channels (", obs.size(1),
                       ") must be a multiple of the frame channels C = ", frame_channels,
@@ -139,9 +134,14 @@ Prepared prepare(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
   } else if (!pool_given && obs.size(1) % 3 == 0) {
     g.frame_channels = 3;
   }
-  // The step is set once the caller's checks have passed (Step).
-  prepared.desc = resolve_pipeline(pipeline, g, seed, /*step=*/0);
-  return prepared;
+  return resolve_pipeline(pipeline, g, seed, /*step=*/0);
+}
+
+// The pool a pipeline that overlays draws from, contiguous; else none.
+std::optional<at::Tensor> drawn_pool(const std::optional<at::Tensor>& pool,
+                                     const Pipeline& pipeline) {
+  if (!has_overlay(pipeline)) return std::nullopt;
+  return pool->contiguous();
 }
 
 void check_index_layout(const at::Tensor& storage, const at::Tensor& indices) {
@@ -159,10 +159,9 @@ void check_index_layout(const at::Tensor& storage, const at::Tensor& indices) {
                     describe(indices));
 }
 
-// sample_ids of gather_augment: int64 [B] on storage's device, each < 2^32
-// (the counter's b word); returned contiguous.
-at::Tensor checked_sample_ids(const at::Tensor& storage, const at::Tensor& sample_ids,
-                              int64_t batch) {
+// The layout of gather_augment's sample_ids: int64 [B] on storage's device.
+void check_sample_ids_layout(const at::Tensor& storage, const at::Tensor& sample_ids,
+                             int64_t batch) {
   TORCH_CHECK_TYPE(sample_ids.scalar_type() == at::kLong,
                    "sample_ids must be int64 [B] (one counter word per sample), got ",
                    describe(sample_ids));
@@ -172,7 +171,13 @@ at::Tensor checked_sample_ids(const at::Tensor& storage, const at::Tensor& sampl
   TORCH_CHECK_VALUE(sample_ids.device() == storage.device(),
                     "sample_ids must be on storage's device ", storage.device(), ", got ",
                     sample_ids.device());
+}
+
+// sample_ids, laid out as check_sample_ids_layout checked, with each value
+// < 2^32 (the counter's b word); returned contiguous.
+at::Tensor checked_sample_ids(const at::Tensor& sample_ids) {
   const at::Tensor ids = sample_ids.contiguous();
+  const int64_t batch = ids.numel();
   if (batch == 0) return ids;
   int64_t lo = 0;
   int64_t hi = 0;
@@ -192,10 +197,8 @@ at::Tensor checked_sample_ids(const at::Tensor& storage, const at::Tensor& sampl
 }
 
 // out_rows of gather_augment: int64 [B] on the CPU, each a row of `out`
-// (defined, on the CPU); returned contiguous.
+// (defined, on the CPU, as checked_gather's check of out); returned contiguous.
 at::Tensor checked_out_rows(const at::Tensor& out_rows, const at::Tensor& out, int64_t batch) {
-  TORCH_CHECK_VALUE(out.defined() && out.dim() >= 1 && out.device().is_cpu(),
-                    "out_rows needs out, a CPU tensor whose rows it names");
   TORCH_CHECK_TYPE(out_rows.scalar_type() == at::kLong && out_rows.device().is_cpu(),
                    "out_rows must be int64 [B] on the CPU, got ", describe(out_rows));
   TORCH_CHECK_VALUE(out_rows.dim() == 1 && out_rows.size(0) == batch,
@@ -209,6 +212,90 @@ at::Tensor checked_out_rows(const at::Tensor& out_rows, const at::Tensor& out, i
                       " is not a row of out [0, ", limit, ")");
   }
   return rows;
+}
+
+// What a call has checked before it reads an element: its pipeline resolved
+// (step still 0), the result's dtype and shape.
+struct CheckedCall {
+  PipelineDesc desc;
+  at::ScalarType dtype = at::kByte;
+  std::vector<int64_t> shape;
+};
+
+// augment's checks, in order: inputs, the pipeline against obs's frames, out.
+CheckedCall checked_augment(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
+                            const Pipeline& pipeline, uint64_t seed, const OutputOptions& output,
+                            int64_t frame_channels, Devices devices) {
+  check_augment_inputs(obs, pool, pipeline, output, devices);
+  CheckedCall call{
+      resolved(obs, pool, pipeline, seed, frame_channels), output_dtype(obs, output), {}};
+  call.shape = {obs.size(0), obs.size(1), call.desc.out_h, call.desc.out_w};
+  if (output.out.defined()) {
+    check_out(output.out, call.shape, obs.options().dtype(call.dtype),
+              {{"obs", &obs}, {"pool", pool ? &*pool : nullptr}}, "(inplace=True, augment_)");
+  }
+  return call;
+}
+
+// augment_'s checks: augment's inputs and pipeline, then what writing obs
+// in place needs.
+PipelineDesc checked_augment_inplace(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
+                                     const Pipeline& pipeline, uint64_t seed,
+                                     int64_t frame_channels, Devices devices) {
+  check_augment_inputs(obs, pool, pipeline, {}, devices);
+  PipelineDesc desc = resolved(obs, pool, pipeline, seed, frame_channels);
+  // An expand()ed obs can stand for far more memory than it holds, and
+  // writing it in place has no single right answer.
+  TORCH_CHECK_VALUE(at::has_internal_overlap(obs) != at::MemOverlap::Yes,
+                    "in-place augment needs obs whose elements do not share memory, got ",
+                    describe(obs), " with strides ", obs.strides(),
+                    " (e.g. an expand()ed tensor); pass obs.clone() or use the out-of-place form");
+  TORCH_CHECK_VALUE(desc.out_h == obs.size(2) && desc.out_w == obs.size(3),
+                    "in-place augment needs a pipeline that keeps the frame size ", obs.size(2),
+                    "x", obs.size(3), ", but it produces ", desc.out_h, "x", desc.out_w,
+                    "; use the out-of-place form for crops");
+  return desc;
+}
+
+// gather_augment's checks of everything but the values of indices,
+// sample_ids and out_rows (`scattered`: out_rows given).
+CheckedCall checked_gather(const at::Tensor& storage, const at::Tensor& indices,
+                           const std::optional<at::Tensor>& pool, const Pipeline& pipeline,
+                           uint64_t seed, const OutputOptions& output,
+                           const std::optional<at::Tensor>& sample_ids, bool scattered,
+                           Devices devices) {
+  check_gather_inputs(storage, pool, pipeline, output, devices);
+  check_index_layout(storage, indices);
+  if (sample_ids.has_value() && sample_ids->defined()) {
+    check_sample_ids_layout(storage, *sample_ids, indices.size(0));
+  }
+  const int64_t channels = storage.size(1);
+  TORCH_CHECK_VALUE(channels >= 1, "storage frames need at least one channel, got ",
+                    describe(storage));
+  const bool draws = has_overlay(pipeline);
+  if (draws) {
+    TORCH_CHECK_VALUE(pool->size(1) == channels, "pool has ", pool->size(1),
+                      " channels but storage frames have ", channels, "; they must match");
+  }
+  // S*C as augment sees it after the gather (resolve_pipeline bounds S)
+  FrameGeometry g = geometry_of(indices.size(1) * channels, storage.size(2), storage.size(3),
+                                draws ? &*pool : nullptr, /*draws_from_pool=*/true);
+  g.frame_channels = channels;
+  g.channels_source = "the storage's channels";
+  CheckedCall call{
+      resolve_pipeline(pipeline, g, seed, /*step=*/0), output_dtype(storage, output), {}};
+  if (scattered) {
+    TORCH_CHECK_VALUE(output.out.defined() && output.out.dim() >= 1 && output.out.device().is_cpu(),
+                      "out_rows needs out, a CPU tensor whose rows it names");
+  }
+  call.shape = {scattered ? output.out.size(0) : indices.size(0), indices.size(1) * channels,
+                call.desc.out_h, call.desc.out_w};
+  if (output.out.defined()) {
+    check_out(output.out, call.shape, storage.options().dtype(call.dtype),
+              {{"storage", &storage}, {"indices", &indices}, {"pool", pool ? &*pool : nullptr}},
+              nullptr);
+  }
+  return call;
 }
 
 }  // namespace
@@ -238,62 +325,73 @@ std::vector<int64_t> output_shape(const at::Tensor& obs, const Pipeline& pipelin
   return {obs.size(0), obs.size(1), out.height, out.width};
 }
 
+std::vector<int64_t> check_augment_call(const at::Tensor& obs,
+                                        const std::optional<at::Tensor>& pool,
+                                        const Pipeline& pipeline, const OutputOptions& output,
+                                        Devices devices) {
+  return checked_augment(obs, pool, pipeline, /*seed=*/0, output, /*frame_channels=*/0, devices)
+      .shape;
+}
+
+void check_augment_inplace_call(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
+                                const Pipeline& pipeline, Devices devices) {
+  checked_augment_inplace(obs, pool, pipeline, /*seed=*/0, /*frame_channels=*/0, devices);
+}
+
+std::vector<int64_t> check_gather_call(const at::Tensor& storage, const at::Tensor& indices,
+                                       const std::optional<at::Tensor>& pool,
+                                       const Pipeline& pipeline, const OutputOptions& output,
+                                       const std::optional<at::Tensor>& sample_ids,
+                                       Devices devices) {
+  return checked_gather(storage, indices, pool, pipeline, /*seed=*/0, output, sample_ids,
+                        /*scattered=*/false, devices)
+      .shape;
+}
+
 at::Tensor augment(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
                    const Pipeline& pipeline, uint64_t seed, const Step& step,
                    const OutputOptions& output, int64_t frame_channels) {
-  check_augment_inputs(obs, pool, pipeline, output);
-  Prepared prepared = prepare(obs, pool, pipeline, seed, frame_channels);
-  const at::ScalarType dtype = output_dtype(obs, output);
-  at::Tensor out = output_tensor(
-      output.out, {obs.size(0), obs.size(1), prepared.desc.out_h, prepared.desc.out_w},
-      obs.options().dtype(dtype), {{"obs", &obs}, {"pool", pool ? &*pool : nullptr}},
-      "(inplace=True, augment_)");
-  prepared.desc.step = step.take();
-  const at::Tensor in = obs.contiguous();
-  dispatch(prepared.desc, in, out, prepared.pool ? &*prepared.pool : nullptr, output);
+  CheckedCall call =
+      checked_augment(obs, pool, pipeline, seed, output, frame_channels, Devices::kCpuOrCuda);
+  const at::Tensor out =
+      output.out.defined() ? output.out : fresh_output(call.shape, obs.options().dtype(call.dtype));
+  call.desc.step = step.take();  // before the pool is read: taking it may refresh the pool
+  const std::optional<at::Tensor> drawn = drawn_pool(pool, pipeline);
+  dispatch(call.desc, obs.contiguous(), out, drawn ? &*drawn : nullptr, output);
   return out;
 }
 
 void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
               const Pipeline& pipeline, uint64_t seed, const Step& step, int64_t frame_channels) {
-  check_augment_inputs(obs, pool, pipeline, {});
-  Prepared prepared = prepare(obs, pool, pipeline, seed, frame_channels);
-  // Checked before any copy: an expand()ed obs can stand for far more memory
-  // than it holds, and writing it in place has no single right answer.
-  TORCH_CHECK_VALUE(at::has_internal_overlap(obs) != at::MemOverlap::Yes,
-                    "in-place augment needs obs whose elements do not share memory, got ",
-                    describe(obs), " with strides ", obs.strides(),
-                    " (e.g. an expand()ed tensor); pass obs.clone() or use the out-of-place form");
+  PipelineDesc desc =
+      checked_augment_inplace(obs, pool, pipeline, seed, frame_channels, Devices::kCpuOrCuda);
+  desc.step = step.take();  // before the pool is read: taking it may refresh the pool
+  std::optional<at::Tensor> drawn = drawn_pool(pool, pipeline);
   // A pool that shares memory with a contiguous obs (written directly) would
   // be read while obs is written: blend from a copy so the result equals the
   // out-of-place one. (Non-contiguous obs is computed from a copy anyway.)
-  if (prepared.pool && obs.is_contiguous() && obs.numel() > 0 &&
-      at::get_overlap_status(obs, *prepared.pool) != at::MemOverlapStatus::No) {
-    prepared.pool = prepared.pool->clone();
+  if (drawn && obs.is_contiguous() && obs.numel() > 0 &&
+      at::get_overlap_status(obs, *drawn) != at::MemOverlapStatus::No) {
+    drawn = drawn->clone();
   }
-  TORCH_CHECK_VALUE(prepared.desc.out_h == obs.size(2) && prepared.desc.out_w == obs.size(3),
-                    "in-place augment needs a pipeline that keeps the frame size ", obs.size(2),
-                    "x", obs.size(3), ", but it produces ", prepared.desc.out_h, "x",
-                    prepared.desc.out_w, "; use the out-of-place form for crops");
-  prepared.desc.step = step.take();
-  const at::Tensor* pool_ptr = prepared.pool ? &*prepared.pool : nullptr;
+  const at::Tensor* pool_ptr = drawn ? &*drawn : nullptr;
   bool staged_in_place = obs.is_contiguous() && obs.device().is_cpu();
 #ifdef OBSAUG_WITH_CUDA
   if (obs.is_contiguous() && obs.device().is_cuda()) {
-    staged_in_place = cuda_can_stage(prepared.desc, obs.size(2) * obs.size(3) * obs.element_size());
+    staged_in_place = cuda_can_stage(desc, obs.size(2) * obs.size(3) * obs.element_size());
   }
 #endif
   if (staged_in_place) {
-    dispatch(prepared.desc, obs, obs, pool_ptr, {});
+    dispatch(desc, obs, obs, pool_ptr, {});
     return;
   }
   // Non-contiguous obs, or CUDA planes too large to stage: compute from a copy.
   const at::Tensor source = obs.is_contiguous() ? obs.clone() : obs.contiguous();
   if (obs.is_contiguous()) {
-    dispatch(prepared.desc, source, obs, pool_ptr, {});
+    dispatch(desc, source, obs, pool_ptr, {});
   } else {
     at::Tensor result = at::empty_like(source);
-    dispatch(prepared.desc, source, result, pool_ptr, {});
+    dispatch(desc, source, result, pool_ptr, {});
     obs.copy_(result);
   }
 }
@@ -303,47 +401,22 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                           uint64_t seed, const Step& step, const OutputOptions& output,
                           bool check_indices, const std::optional<at::Tensor>& sample_ids,
                           const std::optional<at::Tensor>& out_rows) {
-  check_gather_inputs(storage, pool, pipeline, output);
-  if (check_indices) {
-    check_gather_indices(storage, indices);
-  } else {
-    check_index_layout(storage, indices);
-  }
-  const at::Tensor index = indices.contiguous();
-  std::optional<at::Tensor> ids;
-  if (sample_ids.has_value() && sample_ids->defined()) {
-    ids = checked_sample_ids(storage, *sample_ids, indices.size(0));
-  }
-  const int64_t channels = storage.size(1);
-  TORCH_CHECK_VALUE(channels >= 1, "storage frames need at least one channel, got ",
-                    describe(storage));
-  Prepared prepared;
-  if (has_overlay(pipeline)) {
-    prepared.pool = pool->contiguous();
-    TORCH_CHECK_VALUE(prepared.pool->size(1) == channels, "pool has ", prepared.pool->size(1),
-                      " channels but storage frames have ", channels, "; they must match");
-  }
-  // S*C as augment sees it after the gather (resolve_pipeline bounds S)
-  FrameGeometry g =
-      geometry_of(indices.size(1) * channels, storage.size(2), storage.size(3),
-                  prepared.pool ? &*prepared.pool : nullptr, /*draws_from_pool=*/true);
-  g.frame_channels = channels;
-  g.channels_source = "the storage's channels";
-  prepared.desc = resolve_pipeline(pipeline, g, seed, /*step=*/0);  // set below, once checked
-  const at::ScalarType dtype = output_dtype(storage, output);
   const bool scattered = out_rows.has_value() && out_rows->defined();
+  CheckedCall call = checked_gather(storage, indices, pool, pipeline, seed, output, sample_ids,
+                                    scattered, Devices::kCpuOrCuda);
+  if (check_indices) check_gather_indices(storage, indices);
+  std::optional<at::Tensor> ids;
+  if (sample_ids.has_value() && sample_ids->defined()) ids = checked_sample_ids(*sample_ids);
   at::Tensor rows;
   if (scattered) rows = checked_out_rows(*out_rows, output.out, indices.size(0));
-  at::Tensor out = output_tensor(
-      output.out,
-      {scattered ? output.out.size(0) : indices.size(0), indices.size(1) * channels,
-       prepared.desc.out_h, prepared.desc.out_w},
-      storage.options().dtype(dtype),
-      {{"storage", &storage}, {"indices", &indices}, {"pool", pool ? &*pool : nullptr}}, nullptr);
-  prepared.desc.step = step.take();
+  const at::Tensor out = output.out.defined()
+                             ? output.out
+                             : fresh_output(call.shape, storage.options().dtype(call.dtype));
+  call.desc.step = step.take();  // before the pool is read: taking it may refresh the pool
+  const std::optional<at::Tensor> drawn = drawn_pool(pool, pipeline);
   if (out.numel() == 0 || indices.size(0) == 0) return out;
-  const at::Tensor source = storage.contiguous();
-  dispatch(prepared.desc, source, out, prepared.pool ? &*prepared.pool : nullptr, output, &index,
+  const at::Tensor index = indices.contiguous();
+  dispatch(call.desc, storage.contiguous(), out, drawn ? &*drawn : nullptr, output, &index,
            ids ? &*ids : nullptr, scattered ? &rows : nullptr);
   return out;
 }

@@ -18,6 +18,7 @@
 #include <optional>
 #include <utility>
 
+#include "kernels/input_checks.h"
 #include "kernels/pipeline_spec.h"
 
 namespace obsaug::ops {
@@ -37,6 +38,8 @@ struct OutputOptions {
 // The step a call draws with: a number, or taken from a counter only once
 // every check of the call has passed, so that a call rejected for its
 // arguments takes no step (the Engine's augment without an explicit step).
+// The ops take it before they read the pool, so taking it may also refresh
+// the pool (the Engine's).
 class Step {
  public:
   Step(uint64_t value) : value_(value) {}  // NOLINT(google-explicit-constructor): a fixed step
@@ -99,8 +102,27 @@ at::Tensor overlay(const at::Tensor& obs, const at::Tensor& pool, uint64_t seed,
                    double alpha = 0.5, std::optional<double> alpha_max = std::nullopt,
                    bool per_frame = false, int64_t op_index = 0, const at::Tensor& out = {});
 
-// Output shape of `pipeline` on `obs`, for callers that preallocate (the
-// Python fake kernels compute the same from the pipeline text).
+// Output shape of `pipeline` on `obs`, for callers that preallocate.
 std::vector<int64_t> output_shape(const at::Tensor& obs, const Pipeline& pipeline);
+
+// Every check that augment, augment_ and gather_augment make before they read
+// an element, in their order, with their errors: everything but the values
+// of gather_augment's indices and sample_ids. They read sizes, so the sizes
+// must be concrete, and never data, so they run on FakeTensors: the fake
+// kernels (python/obsaug/ops.py) call them, and a torch.compile trace
+// refuses what the eager call refuses. The first and last return the
+// result's shape. (frame_channels is the ops' default, 0; seed and step play
+// no part in a check.)
+std::vector<int64_t> check_augment_call(const at::Tensor& obs,
+                                        const std::optional<at::Tensor>& pool,
+                                        const Pipeline& pipeline, const OutputOptions& output,
+                                        Devices devices = Devices::kCpuOrCuda);
+void check_augment_inplace_call(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
+                                const Pipeline& pipeline, Devices devices = Devices::kCpuOrCuda);
+std::vector<int64_t> check_gather_call(const at::Tensor& storage, const at::Tensor& indices,
+                                       const std::optional<at::Tensor>& pool,
+                                       const Pipeline& pipeline, const OutputOptions& output,
+                                       const std::optional<at::Tensor>& sample_ids = std::nullopt,
+                                       Devices devices = Devices::kCpuOrCuda);
 
 }  // namespace obsaug::ops

@@ -64,14 +64,6 @@ at::Tensor fresh_output(at::IntArrayRef shape, const at::TensorOptions& options)
   return released->take(shape, options);
 }
 
-at::Tensor output_tensor(const at::Tensor& out, at::IntArrayRef shape,
-                         const at::TensorOptions& options, std::initializer_list<NamedInput> inputs,
-                         const char* in_place_form) {
-  if (!out.defined()) return fresh_output(shape, options);
-  check_out(out, shape, options, inputs, in_place_form);
-  return out;
-}
-
 at::Tensor OutputRecycler::take(at::IntArrayRef shape, const at::TensorOptions& options) {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t bytes = bytes_of(shape, options);

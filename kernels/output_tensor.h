@@ -33,11 +33,6 @@ void check_out(const at::Tensor& out, at::IntArrayRef shape, const at::TensorOpt
 // on every call, which costs more than the op itself.
 at::Tensor fresh_output(at::IntArrayRef shape, const at::TensorOptions& options);
 
-// `out` after check_out when it is defined, else fresh_output(shape, options).
-at::Tensor output_tensor(const at::Tensor& out, at::IntArrayRef shape,
-                         const at::TensorOptions& options, std::initializer_list<NamedInput> inputs,
-                         const char* in_place_form);
-
 // Fresh outputs without fresh pages (fresh_output's cache). It keeps the storage of the
 // last `capacity` tensors it handed out, and a weak reference to each
 // tensor; take() hands a storage out again (the newest such, as a new

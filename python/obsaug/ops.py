@@ -380,60 +380,75 @@ def gather_augment(storage: torch.Tensor, indices: torch.Tensor,
 # (The dispatcher leaves arguments at their schema defaults out, so the fakes
 # carry the same defaults, read from the op schema.)
 
+def _concrete(*tensors: Optional[torch.Tensor]) -> bool:
+    """Whether every given tensor's sizes are plain ints (torch.compile with
+    dynamic shapes makes them symbolic)."""
+    return all(t is None or all(isinstance(side, int) for side in t.shape) for t in tensors)
+
+
 @torch.library.register_fake("obsaug::augment")
-def _augment_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bias=0.0):
-    _same_device(obs, pool=pool)
+def _augment_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bias=0.0, out=None):
+    _same_device(obs, pool=pool, out=out)
+    dtype = out_dtype or obs.dtype
+    if _concrete(obs, pool, out):  # every check of the eager call
+        shape = _C.check_augment_call(obs, pool, pipeline, out_dtype, scale, bias, out)
+        return obs.new_empty(shape, dtype=dtype)
     _C.check_augment_inputs(obs, pool, pipeline, out_dtype, scale, bias)
     h, w = _output_hw(obs.shape[-2], obs.shape[-1], pipeline)
-    return obs.new_empty((obs.shape[0], obs.shape[1], h, w), dtype=out_dtype or obs.dtype)
+    return obs.new_empty((obs.shape[0], obs.shape[1], h, w), dtype=dtype)
 
 
 @torch.library.register_fake("obsaug::gather_augment")
 def _gather_augment_fake(storage, indices, pool, pipeline, seed, step, out_dtype=None, scale=1.0,
-                         bias=0.0, sample_ids=None):
-    _same_device(storage, indices=indices, pool=pool, sample_ids=sample_ids)
+                         bias=0.0, sample_ids=None, out=None):
+    _same_device(storage, indices=indices, pool=pool, sample_ids=sample_ids, out=out)
+    dtype = out_dtype or storage.dtype
+    if _concrete(storage, indices, pool, sample_ids, out):  # all but the indices' values
+        shape = _C.check_gather_call(storage, indices, pool, pipeline, out_dtype, scale, bias,
+                                     sample_ids, out)
+        return storage.new_empty(shape, dtype=dtype)
     _C.check_gather_inputs(storage, pool, pipeline, out_dtype, scale, bias)
     h, w = _output_hw(storage.shape[-2], storage.shape[-1], pipeline)
     return storage.new_empty((indices.shape[0], indices.shape[1] * storage.shape[1], h, w),
-                             dtype=out_dtype or storage.dtype)
+                             dtype=dtype)
 
 
-# The out= forms write into `out` and return nothing; their fakes check what
-# the real kernel's frame-size walk checks (shape and dtype are checked by the
-# kernel when it runs).
+# The out= forms write into `out` and return nothing; their fakes check `out`
+# as the kernel does when the sizes are concrete (else only its device).
 
 @torch.library.register_fake("obsaug::augment_out")
 def _augment_out_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bias=0.0, *,
                       out):
-    _same_device(obs, out=out)
-    _augment_fake(obs, pool, pipeline, seed, step, out_dtype, scale, bias)
+    _augment_fake(obs, pool, pipeline, seed, step, out_dtype, scale, bias, out)
 
 
 @torch.library.register_fake("obsaug::gather_augment_out")
 def _gather_augment_out_fake(storage, indices, pool, pipeline, seed, step, out_dtype=None,
                              scale=1.0, bias=0.0, sample_ids=None, *, out):
-    _same_device(storage, out=out)
     _gather_augment_fake(storage, indices, pool, pipeline, seed, step, out_dtype, scale, bias,
-                         sample_ids)
+                         sample_ids, out)
 
 
 @torch.library.register_fake("obsaug::augment_")
 def _augment_inplace_fake(obs, pool, pipeline, seed, step):
     _same_device(obs, pool=pool)
+    if _concrete(obs, pool):
+        _C.check_augment_inplace_call(obs, pool, pipeline)
+        return None
     _C.check_augment_inputs(obs, pool, pipeline, None, 1.0, 0.0)
     _output_hw(obs.shape[-2], obs.shape[-1], pipeline)
     return None
 
 
 def _single_op_fake(obs: torch.Tensor, op: Mapping[str, Any],
-                    pool: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """The output of one op on obs: the real op's input checks, then its frame
-    size from the native walk, which also checks the op's values as the real
-    kernel does."""
+                    pool: Optional[torch.Tensor] = None, out: Optional[torch.Tensor] = None,
+                    in_place: bool = False) -> Optional[torch.Tensor]:
+    """The output of one op on obs (None for the in-place form): the eager
+    op's checks, out's included, and its frame size."""
     text = pipeline_text([op])
-    _C.check_augment_inputs(obs, pool, text, None, 1.0, 0.0)
-    h, w = _output_hw(obs.shape[-2], obs.shape[-1], text)
-    return obs.new_empty((obs.shape[0], obs.shape[1], h, w))
+    if in_place:
+        return _augment_inplace_fake(obs, pool, text, 0, 0)
+    return _augment_fake(obs, pool, text, 0, 0, out=out)
 
 
 def _symbolic_size_fake(obs: torch.Tensor, h: Any, w: Any) -> torch.Tensor:
@@ -442,11 +457,14 @@ def _symbolic_size_fake(obs: torch.Tensor, h: Any, w: Any) -> torch.Tensor:
     return obs.new_empty((obs.shape[0], obs.shape[1], h, w))
 
 
+# The single ops' fakes take `out` as a last argument the schema's
+# functional forms lack; their out= forms pass it.
+
 @torch.library.register_fake("obsaug::shift")
 def _shift_fake(obs, seed, step, pad=_default("shift", "pad"),
-                padding=_default("shift", "padding"), op_index=0):
+                padding=_default("shift", "padding"), op_index=0, out=None):
     return _single_op_fake(obs, {"op": "shift", "pad": pad, "padding": padding,
-                                 "index": op_index})
+                                 "index": op_index}, out=out)
 
 
 @torch.library.register_fake("obsaug::counted_shift")
@@ -455,52 +473,51 @@ def _counted_shift_fake(obs, step, seed, pad=_default("shift", "pad")):
 
 
 @torch.library.register_fake("obsaug::crop")
-def _crop_fake(obs, seed, step, size, center=_default("crop", "center"), op_index=0):
+def _crop_fake(obs, seed, step, size, center=_default("crop", "center"), op_index=0, out=None):
     h, w = size[0], size[-1]
     if not (isinstance(h, int) and isinstance(w, int)):  # symbolic: obs's checks only
+        _same_device(obs, out=out)
         return _symbolic_size_fake(obs, h, w)
     return _single_op_fake(obs, {"op": "crop", "size": (h, w), "center": center,
-                                 "index": op_index})
+                                 "index": op_index}, out=out)
 
 
 @torch.library.register_fake("obsaug::shift_out")
 def _shift_out_fake(obs, seed, step, pad=_default("shift", "pad"),
                     padding=_default("shift", "padding"), op_index=0, *, out):
-    _same_device(obs, out=out)
-    _shift_fake(obs, seed, step, pad, padding, op_index)
+    _shift_fake(obs, seed, step, pad, padding, op_index, out)
 
 
 @torch.library.register_fake("obsaug::crop_out")
 def _crop_out_fake(obs, seed, step, size, center=_default("crop", "center"), op_index=0, *, out):
-    _same_device(obs, out=out)
-    _crop_fake(obs, seed, step, size, center, op_index)
+    _crop_fake(obs, seed, step, size, center, op_index, out)
+
+
+def _overlay_spec(alpha, alpha_max, per_frame, op_index) -> Dict[str, Any]:
+    return {"op": "overlay", "alpha": alpha, "alpha_max": alpha_max, "per_frame": per_frame,
+            "index": op_index}
 
 
 @torch.library.register_fake("obsaug::overlay_out")
 def _overlay_out_fake(obs, pool, seed, step, alpha=_default("overlay", "alpha"),
                       alpha_max=_default("overlay", "alpha_max"),
                       per_frame=_default("overlay", "per_frame"), op_index=0, *, out):
-    _same_device(obs, out=out)
-    _overlay_fake(obs, pool, seed, step, alpha, alpha_max, per_frame, op_index)
+    _single_op_fake(obs, _overlay_spec(alpha, alpha_max, per_frame, op_index), pool, out=out)
 
 
 @torch.library.register_fake("obsaug::overlay")
 def _overlay_fake(obs, pool, seed, step, alpha=_default("overlay", "alpha"),
                   alpha_max=_default("overlay", "alpha_max"),
                   per_frame=_default("overlay", "per_frame"), op_index=0):
-    _same_device(obs, pool=pool)
-    return _single_op_fake(obs, {"op": "overlay", "alpha": alpha, "alpha_max": alpha_max,
-                                 "per_frame": per_frame, "index": op_index}, pool)
+    return _single_op_fake(obs, _overlay_spec(alpha, alpha_max, per_frame, op_index), pool)
 
 
 @torch.library.register_fake("obsaug::overlay_")
 def _overlay_inplace_fake(obs, pool, seed, step, alpha=_default("overlay", "alpha"),
                           alpha_max=_default("overlay", "alpha_max"),
                           per_frame=_default("overlay", "per_frame"), op_index=0):
-    _same_device(obs, pool=pool)
-    _single_op_fake(obs, {"op": "overlay", "alpha": alpha, "alpha_max": alpha_max,
-                          "per_frame": per_frame, "index": op_index}, pool)
-    return None
+    return _single_op_fake(obs, _overlay_spec(alpha, alpha_max, per_frame, op_index), pool,
+                           in_place=True)
 
 
 # --- the second family (DESIGN.md section 3a) ---
@@ -578,7 +595,7 @@ def _make_single_op(name: str):
 def _make_single_op_fake(name: str):
     keys = list(_own_keys(name))
 
-    def fake(obs, seed, step, *args, **kwargs):
+    def fake(obs, seed, step, *args, out=None, **kwargs):
         values = dict(zip(keys + ["op_index"], args))
         values.update(kwargs)
         op = {"op": name, "index": values.pop("op_index", 0)}
@@ -586,10 +603,11 @@ def _make_single_op_fake(name: str):
             if _SCHEMA[name]["keys"][key]["type"] == "size":
                 h, w = value[0], value[-1]
                 if not (isinstance(h, int) and isinstance(w, int)):  # symbolic
+                    _same_device(obs, out=out)
                     return _symbolic_size_fake(obs, h, w)
                 value = (h, w)
             op[key] = value
-        return _single_op_fake(obs, op)
+        return _single_op_fake(obs, op, out=out)
 
     return fake
 
@@ -598,8 +616,7 @@ def _make_single_op_out_fake(name: str):
     fake = _make_single_op_fake(name)
 
     def out_fake(obs, seed, step, *args, out, **kwargs):
-        _same_device(obs, out=out)
-        fake(obs, seed, step, *args, **kwargs)
+        fake(obs, seed, step, *args, out=out, **kwargs)
 
     return out_fake
 

@@ -810,6 +810,54 @@ TEST(AugmentApi, OutputShapeAndEmptyBatch) {
   EXPECT_NO_THROW(ops::augment_(empty, std::nullopt, {OpSpec::shift(4)}, 0, 0));
 }
 
+// The call checks run on tensors without data (meta here, FakeTensors in
+// the fake kernels) and refuse what the calls refuse, with their messages.
+TEST(AugmentApi, CallChecksNeedNoDataAndMatchTheCalls) {
+  const auto meta = [](at::IntArrayRef shape, at::ScalarType dtype = at::kByte) {
+    return at::empty(shape, at::TensorOptions().dtype(dtype).device(at::kMeta));
+  };
+  const ops::Devices any = ops::Devices::kOrMeta;
+  const Pipeline crop = {OpSpec::shift(4), OpSpec::crop(64, 64)};
+  EXPECT_EQ(ops::check_augment_call(meta({2, 9, 84, 84}), std::nullopt, crop, {}, any),
+            (std::vector<int64_t>{2, 9, 64, 64}));
+  const at::Tensor indices = meta({2, 3}, at::kLong);
+  EXPECT_EQ(ops::check_gather_call(meta({10, 3, 84, 84}), indices, std::nullopt, crop, {},
+                                   std::nullopt, any),
+            (std::vector<int64_t>{2, 9, 64, 64}));
+  // The same inputs on the CPU: the call and its check refuse alike.
+  const auto same_refusal = [](const std::function<void()>& call,
+                               const std::function<void()>& check) {
+    std::string called;
+    try {
+      call();
+    } catch (const c10::Error& e) {
+      called = e.what_without_backtrace();
+    }
+    EXPECT_FALSE(called.empty());
+    try {
+      check();
+      ADD_FAILURE() << "the check passed what the call refused: " << called;
+    } catch (const c10::Error& e) {
+      EXPECT_EQ(e.what_without_backtrace(), called);
+    }
+  };
+  const at::Tensor obs = at::zeros({2, 8, 16, 16}, at::kByte);
+  const Pipeline gray = {OpSpec(OpKind::kGrayscale)};
+  same_refusal([&] { ops::augment(obs, std::nullopt, gray, 0, 0); },
+               [&] { ops::check_augment_call(obs, std::nullopt, gray, {}); });
+  const ops::OutputOptions into_obs{std::nullopt, 1.0, 0.0, obs};
+  same_refusal([&] { ops::augment(obs, std::nullopt, {OpSpec::shift(4)}, 0, 0, into_obs); },
+               [&] { ops::check_augment_call(obs, std::nullopt, {OpSpec::shift(4)}, into_obs); });
+  same_refusal([&] { ops::augment_(obs, std::nullopt, crop, 0, 0); },
+               [&] { ops::check_augment_inplace_call(obs, std::nullopt, crop); });
+  const at::Tensor storage = at::zeros({5, 1, 16, 16}, at::kByte);
+  const at::Tensor pool = at::zeros({3, 3, 16, 16}, at::kByte);
+  const Pipeline overlay = {OpSpec::overlay(0.5)};
+  const at::Tensor rows = at::zeros({2, 3}, at::kLong);
+  same_refusal([&] { ops::gather_augment(storage, rows, pool, overlay, 0, 0); },
+               [&] { ops::check_gather_call(storage, rows, pool, overlay, {}); });
+}
+
 TEST(AugmentApi, PoolIsIgnoredWithoutOverlay) {
   // A pool of any size may be passed when no op overlays.
   std::mt19937_64 rng(10);

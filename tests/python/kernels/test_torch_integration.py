@@ -231,6 +231,45 @@ REJECTED = {
         TypeError, lambda: ops.gather_augment(u8(5, 3, 8, 8).double(),
                                               torch.zeros(2, 2, dtype=torch.long),
                                               ops=[{"op": "shift"}], seed=0, step=0)),
+    # what the kernel checks against the frames, the pool and out= (sizes, not data)
+    "overlay obs channels not a multiple of the pool's": (
+        ValueError, lambda: ops.overlay(u8(2, 8, 8, 8), u8(3, 3, 8, 8), seed=0, step=0)),
+    "grayscale of C = 1 frames": (ValueError, lambda: ops.grayscale(u8(2, 8, 8, 8), seed=0,
+                                                                     step=0)),
+    "color_jitter of C = 1 frames": (ValueError, lambda: ops.color_jitter(u8(2, 4, 8, 8), seed=0,
+                                                                           step=0)),
+    "random_conv of C = 1 frames": (ValueError, lambda: ops.random_conv(u8(2, 4, 8, 8), seed=0,
+                                                                         step=0)),
+    "shift of 0-row frames": (ValueError, lambda: ops.shift(u8(2, 6, 0, 8), seed=0, step=0)),
+    "shift out=obs": (ValueError, lambda: (lambda x: ops.shift(x, seed=0, step=0, out=x))(
+        u8(2, 6, 8, 8))),
+    "shift out of the wrong shape": (ValueError, lambda: ops.shift(u8(2, 6, 8, 8), seed=0, step=0,
+                                                                   out=u8(2, 6, 8, 7))),
+    "crop out of the wrong dtype": (TypeError, lambda: ops.crop(
+        u8(2, 6, 8, 8), seed=0, step=0, size=4, out=torch.zeros(2, 6, 4, 4))),
+    "flip out not contiguous": (ValueError, lambda: ops.flip(u8(2, 6, 8, 8), seed=0, step=0,
+                                                             out=u8(2, 6, 8, 16)[..., ::2])),
+    "augment out of the wrong shape": (ValueError, lambda: ops.augment(
+        u8(2, 6, 8, 8), ops=[{"op": "crop", "size": 4}], seed=0, step=0, out=u8(2, 6, 8, 8))),
+    "augment_ of an expanded obs": (ValueError, lambda: ops.augment(
+        u8(1, 6, 8, 8).expand(2, 6, 8, 8), ops=[{"op": "flip"}], seed=0, step=0, inplace=True)),
+    "augment_ with a crop": (ValueError, lambda: ops.augment(
+        u8(2, 6, 8, 8), ops=[{"op": "crop", "size": 4}], seed=0, step=0, inplace=True)),
+    "gather with pool channels unlike the storage's": (
+        ValueError, lambda: ops.gather_augment(u8(5, 1, 8, 8), torch.zeros(2, 3, dtype=torch.long),
+                                               u8(3, 3, 8, 8), ops=[{"op": "overlay"}], seed=0,
+                                               step=0)),
+    "gather int32 indices": (
+        TypeError, lambda: ops.gather_augment(u8(5, 3, 8, 8), torch.zeros(2, 2, dtype=torch.int32),
+                                              ops=[{"op": "flip"}], seed=0, step=0)),
+    "gather sample_ids of the wrong length": (
+        ValueError, lambda: ops.gather_augment(u8(5, 3, 8, 8), torch.zeros(2, 2, dtype=torch.long),
+                                               ops=[{"op": "flip"}], seed=0, step=0,
+                                               sample_ids=torch.zeros(3, dtype=torch.long))),
+    "gather out of the wrong shape": (
+        ValueError, lambda: ops.gather_augment(u8(5, 3, 8, 8), torch.zeros(2, 2, dtype=torch.long),
+                                               ops=[{"op": "flip"}], seed=0, step=0,
+                                               out=u8(2, 3, 8, 8))),
 }
 
 
@@ -249,7 +288,8 @@ def test_fake_kernels_reject_what_the_eager_op_rejects(name):
     assert str(info.value) == message
 
 
-@pytest.mark.parametrize("name", ["shift 3-D", "augment out_dtype uint8 of float"])
+@pytest.mark.parametrize("name", ["shift 3-D", "augment out_dtype uint8 of float",
+                                  "grayscale of C = 1 frames", "augment_ with a crop"])
 def test_compile_fails_at_trace_time_with_the_eager_message(name):
     torch._dynamo.reset()
     exc, message = eager_error(name)
