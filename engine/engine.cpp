@@ -126,6 +126,8 @@ struct Engine::Impl {
   std::atomic<uint64_t> samples{0};
   std::atomic<bool> closed{false};
   mutable std::shared_mutex mu;
+  // The step the pool was last refreshed for (call()); guarded by mu.
+  std::optional<uint64_t> refreshed_for;
   ReusedOutputs reused;  // used when config.output.reuse
 
   Impl(Config c, DistributedRank r)
@@ -172,33 +174,37 @@ struct Engine::Impl {
     }
   }
 
-  // Runs `kernel(pool_images_or_nullopt)` with the locking described above.
-  template <typename Kernel>
-  auto run(Kernel&& kernel) {
-    if (!pool) return kernel(std::optional<at::Tensor>());
-    if (!refreshes) return kernel(std::optional<at::Tensor>(pool->images()));
-    {
-      std::unique_lock<std::shared_mutex> lock(mu);
-      check_open();
-      pool->prepare_for_augment();
-    }
-    std::shared_lock<std::shared_mutex> lock(mu);
-    check_open();
-    return kernel(std::optional<at::Tensor>(pool->images()));
-  }
-
-  // One call: runs `kernel(pool, step)` under run()'s locking and counts
-  // `batch` samples. Without an explicit step the kernel takes the counter's
-  // next value once its checks pass (ops::Step), and so do the callers'
-  // checks before this: a rejected call takes no step.
+  // One call: `kernel(pool, step)`, counting `batch` samples. The step is
+  // the explicit one, else the counter's next value; the kernel takes it
+  // only once its checks have passed (ops::Step), so a rejected call takes
+  // no step and leaves the pool as it was. Taking it refreshes the pool,
+  // unless it is the step the pool was last refreshed for: calls in a row at
+  // one step (obs and next_obs sharing parameters) see the same
+  // distractors. With a refreshing pool the whole call holds the exclusive
+  // lock, since the refresh writes slots the kernel reads; otherwise none.
   template <typename Kernel>
   auto call(int64_t batch, std::optional<uint64_t> explicit_step, Kernel&& kernel) {
-    const ops::Step s = explicit_step ? ops::Step(*explicit_step)
-                                      : ops::Step::taken_by([this] { return step.fetch_add(1); });
-    auto result = run([&](const std::optional<at::Tensor>& pool) { return kernel(pool, s); });
-    calls.fetch_add(1, std::memory_order_relaxed);
-    samples.fetch_add(static_cast<uint64_t>(batch), std::memory_order_relaxed);
-    return result;
+    const auto counted = [&](auto&& result) {
+      calls.fetch_add(1, std::memory_order_relaxed);
+      samples.fetch_add(static_cast<uint64_t>(batch), std::memory_order_relaxed);
+      return std::forward<decltype(result)>(result);
+    };
+    if (!refreshes) {
+      const ops::Step s = explicit_step ? ops::Step(*explicit_step)
+                                        : ops::Step::taken_by([this] { return step.fetch_add(1); });
+      return counted(kernel(pool ? std::optional<at::Tensor>(pool->images()) : std::nullopt, s));
+    }
+    std::unique_lock<std::shared_mutex> lock(mu);
+    check_open();
+    const ops::Step s = ops::Step::taken_by([&] {
+      const uint64_t value = explicit_step ? *explicit_step : step.fetch_add(1);
+      if (refreshed_for != value) {
+        pool->prepare_for_augment();
+        refreshed_for = value;
+      }
+      return value;
+    });
+    return counted(kernel(std::optional<at::Tensor>(pool->images()), s));
   }
 
   // uint8 output means "the input's dtype": float32 obs (0..255, the
@@ -432,6 +438,10 @@ void Engine::load_state(const EngineState& state) {
     }
   }
   d.step.store(state.step);
+  // As if the state's last step had been the last call's (exact for steps
+  // taken from the counter): a call that repeats it shares its distractors.
+  d.refreshed_for =
+      state.step > 0 ? std::optional<uint64_t>(state.step - 1) : std::optional<uint64_t>();
 }
 
 const DistractorPool* Engine::pool() const { return impl_ ? impl_->pool.get() : nullptr; }

@@ -6,14 +6,20 @@
 // Steps: every augment call without an explicit step takes the next value of
 // an atomic counter (so augment(obs) and augment(next_obs) draw independent
 // parameters, as DrQ does); passing `step` reuses a value (two tensors that
-// must share parameters) and leaves the counter alone.
+// must share parameters) and leaves the counter alone. A call rejected for
+// its arguments takes no step and refreshes no pool.
+//
+// The pool refresh (DistractorPool::prepare_for_augment) runs once the
+// call's checks have passed, and only when the call's step differs from the
+// step of the last refresh: calls in a row at one step see the same
+// distractors, so two tensors that share a step share their overlays too.
 //
 // Threads: augment / augment_ may be called from several threads at once.
-// The pool refresh that precedes each call (DistractorPool::prepare_for_augment)
-// and the kernel's reads of the pool are serialised against each other by a
-// reader-writer lock on CPU, so no call ever reads a slot mid-upload; on CUDA
-// the upload and the kernels are ordered on the calling thread's current
-// stream (callers on different streams must synchronise those streams).
+// With a refreshing pool each call holds the engine's lock exclusively, its
+// refresh and its kernel together, so no call reads a slot mid-upload and
+// none sees another call's refresh; on CUDA the upload and the kernels are
+// ordered on the calling thread's current stream (callers on different
+// streams must synchronise those streams).
 // stats(), step(), config() may be called from any thread; close() and
 // load_state() from one thread while no augment call is in flight.
 //

@@ -229,6 +229,80 @@ def test_calls_the_ops_refuse_take_no_step():
         assert engine.step == 1 and torch.equal(first, reference(engine, obs, 0))
 
 
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_calls_the_ops_refuse_leave_the_pool_as_it_was(mode):
+    """A refused call refreshes no pool: its pool_calls stay, and in sync mode
+    the calls after it give, bit for bit, what they give without it."""
+    obs = obs_batch(4)
+    outputs = []
+    for refused in (False, True):
+        with obsaug.Engine(small_config(mode, threads=1)) as engine:
+            first = engine.augment(obs)
+            if refused:
+                with pytest.raises(ValueError, match="the result's shape"):
+                    engine.augment(obs, out=obs_batch(1))
+                with pytest.raises(ValueError, match="do not share memory"):
+                    engine.augment_(obs_batch(1).expand(4, 9, 40, 48))
+                assert engine.state_dict()["pool_calls"] == 1
+            outputs.append((first, engine.augment(obs), engine.augment(obs)))
+            assert engine.state_dict()["pool_calls"] == 3
+    if mode == "sync":
+        for want, got in zip(*outputs):
+            assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_calls_at_one_step_share_the_distractors(mode):
+    """Calls in a row at one step draw the same parameters and see the same pool
+    (the refresh runs only when the step changes), so the same obs gives the
+    same result; a new step refreshes it."""
+    obs = obs_batch(8)
+    with obsaug.Engine(small_config(mode, threads=1)) as engine:
+        for step in (0, 5, 5, 6):
+            once, again = engine.augment(obs, step), engine.augment(obs, step)
+            assert torch.equal(once, again), step
+        calls = engine.state_dict()["pool_calls"]
+        assert calls == 3, calls  # steps 0, 5 and 6
+        engine.augment(obs, 6)
+        assert engine.state_dict()["pool_calls"] == 3
+        engine.augment(obs)  # the counter's step 0 differs from 6
+        assert engine.state_dict()["pool_calls"] == 4
+
+
+def test_a_resumed_engine_shares_the_last_step_as_the_original_does():
+    """After load_state_dict, a call at the state's last step (the replay's
+    next_obs of a shared sample) sees the pool as the original engine did."""
+    obs = obs_batch(6)
+    with obsaug.Engine(small_config("sync")) as first:
+        for _ in range(4):
+            first.augment(obs)
+        state = first.state_dict()
+        expected = [first.augment(obs, 3), first.augment(obs), first.augment(obs, 4)]
+    with obsaug.Engine(small_config("sync")) as resumed:
+        resumed.load_state_dict(state)
+        got = [resumed.augment(obs, 3), resumed.augment(obs), resumed.augment(obs, 4)]
+    for k, (want, result) in enumerate(zip(expected, got)):
+        assert torch.equal(result, want), k
+
+
+def test_shared_replay_samples_see_the_same_distractors():
+    """ReplayBuffer.sample(share_augmentation=True) gathers obs and next_obs at
+    one step: with every frame alike, the two are equal, overlay included."""
+    rb = obsaug.ReplayBuffer(capacity=64, frame_shape=(3, 40, 48), frame_stack=3,
+                             action_shape=(1,))
+    frame = torch.full((3, 40, 48), 100, dtype=torch.uint8)
+    rb.add_first(frame)
+    for _ in range(20):
+        rb.add(torch.zeros(1), 0.0, frame)
+    for mode in ("sync", "async"):
+        with obsaug.Engine(small_config(mode, threads=1)) as engine:
+            for _ in range(3):
+                batch = rb.sample(16, augment=engine, share_augmentation=True)
+                assert torch.equal(batch["obs"], batch["next_obs"]), mode
+                batch = rb.sample(16, augment=engine)
+                assert not torch.equal(batch["obs"], batch["next_obs"]), mode
+
+
 def test_wrong_device_names_expected_and_got():
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device to pass a tensor on the wrong device")
