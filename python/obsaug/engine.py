@@ -15,9 +15,10 @@ embedded photographs as in a file (obsaug.locations.embedded_photos).
 Every ``augment`` call without ``step`` takes the next value of the engine's
 counter, so ``augment(obs)`` and ``augment(next_obs)`` draw independent
 parameters (as DrQ does); pass the same ``step`` to share parameters between
-tensors. ``augment`` / ``augment_`` may be called from several threads at
-once and release the GIL; ``close`` and ``load_state_dict`` need no call in
-flight.
+tensors; ``reserve_steps(n)`` takes ``n`` steps at once, atomically, for a
+step shared while other threads augment too. ``augment`` / ``augment_`` may
+be called from several threads at once and release the GIL; ``close`` and
+``load_state_dict`` need no call in flight.
 
 Data-parallel training: ``Engine(config, rank=r, world_size=n)`` (or
 ``Engine.from_torch_distributed(config)``) keys the engine's Philox stream
@@ -139,6 +140,22 @@ class Engine(Closing):
         return obs
 
     __call__ = augment
+
+    def reserve_steps(self, count: int = 1) -> int:
+        """Takes ``count`` consecutive steps from the counter in one atomic operation and
+        returns the first; the next ``augment`` without ``step`` uses ``first + count``.
+
+        Share one step between calls made while other threads augment with the same
+        engine: ``s = eng.reserve_steps(); eng.augment(obs, s); eng.augment(next_obs, s)``
+        (reading ``eng.step`` and then augmenting without ``step`` is not atomic: another
+        thread may take that step in between). A closed engine raises RuntimeError."""
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise TypeError(f"count must be an int, got {type(count).__name__}")
+        if not 1 <= count < 2**63:
+            raise ValueError(f"count must be in [1, 2**63), got {count}")
+        if self.closed:  # the native counter outlives close(); a closed engine gives no steps
+            raise RuntimeError("engine is closed: reserve_steps needs an open engine")
+        return self._native.reserve_steps(count)
 
     @property
     def step(self) -> int:

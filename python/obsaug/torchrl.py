@@ -45,7 +45,15 @@ Contract:
 - Steps: each key takes the engine's next step, so obs and next obs of a sample get
   independent draws (DrQ); ``share=True`` gives every key of one call the same step
   (the same shift, distractor, ... for obs and next obs; in an env, for the several
-  observation keys of one step).
+  observation keys of one step), reserved in one atomic ``engine.reserve_steps()``,
+  so other threads augmenting with the engine meanwhile cannot split the pair. A call
+  checks every key before it takes a step.
+- Prefetch (``ReplayBuffer(prefetch=n)``): TorchRL runs ``forward`` in worker threads,
+  several samples at once, so which sample gets which step depends on thread timing:
+  with prefetch a run's augmentations are not reproducible sample by sample (each
+  sample still gets steps of its own, and with ``share=True`` one step for all its
+  keys), and the step in ``state_dict()`` counts the prefetched samples not yet
+  returned. Leave prefetch off for runs that must repeat exactly.
 - ``state_dict()`` carries the engine's ``state_dict()`` (its seed, step counter
   and pool cursor) and ``share``, so TorchRL's ``rb.state_dict()`` / ``rb.dumps()``
   resume the same augmentations after ``load_state_dict``.
@@ -133,10 +141,7 @@ class Augment(Transform):
 
     # --- the augmentation ---------------------------------------------------------
 
-    def _augment(self, key: NestedKey, obs: torch.Tensor, step: Optional[int]) -> Tuple[
-            torch.Tensor, int]:
-        """``obs`` augmented at ``step`` (None: the engine's next step) into a tensor of
-        its own; returns the result and the step used."""
+    def _check(self, key: NestedKey, obs: Any) -> None:
         if not isinstance(obs, torch.Tensor):
             raise TypeError(f"{key!r} must hold a tensor, got {type(obs).__name__}")
         if obs.dim() < 3:
@@ -146,20 +151,23 @@ class Augment(Transform):
             raise ValueError(f"{key!r} is on {obs.device} but the engine augments on "
                              f"{self.engine.device}; build the engine with device: "
                              f"{obs.device} or move the tensordict")
+
+    def _augment(self, obs: torch.Tensor, step: Optional[int]) -> torch.Tensor:
+        """``obs`` (checked) augmented at ``step`` (None: the engine's next step) into a
+        tensor of its own."""
         lead = obs.shape[:-3]
         flat = obs.reshape(-1, *obs.shape[-3:])
-        used = self.engine.step if step is None else step
         out = None
         if self._output["reuse"]:  # the engine's kept buffer would be overwritten by the next key
             dtype = torch.float32 if self._output["dtype"] == "float32" else flat.dtype
             out = torch.empty((flat.shape[0], flat.shape[1], *self._out_hw), dtype=dtype,
                               device=flat.device)
         out = self.engine.augment(flat, step, out=out)
-        return out.reshape(*lead, *out.shape[-3:]), used
+        return out.reshape(*lead, *out.shape[-3:])
 
     def _augment_keys(self, tensordict: TensorDictBase,
                       pairs: Sequence[Tuple[NestedKey, NestedKey]]) -> TensorDictBase:
-        step: Optional[int] = None
+        present = []
         for in_key, out_key in pairs:
             obs = tensordict.get(in_key, None)
             if obs is None:
@@ -167,10 +175,13 @@ class Augment(Transform):
                     continue
                 raise KeyError(f"Augment: {in_key!r} not found in the tensordict (keys: "
                                f"{list(tensordict.keys(True, True))})")
-            out, used = self._augment(in_key, obs, step)
-            if self.share:
-                step = used
-            tensordict.set(out_key, out)
+            self._check(in_key, obs)
+            present.append((out_key, obs))
+        # share: one step reserved atomically for all keys, so a prefetch thread (or any
+        # other caller of the engine) cannot take a step between this call's keys
+        step = self.engine.reserve_steps(1) if self.share and present else None
+        for out_key, obs in present:
+            tensordict.set(out_key, self._augment(obs, step))
         return tensordict
 
     def _env_pairs(self) -> List[Tuple[NestedKey, NestedKey]]:

@@ -194,6 +194,36 @@ def test_threads_share_one_engine():
         assert engine.step == 160
 
 
+def test_reserve_steps_takes_consecutive_steps_atomically():
+    with obsaug.Engine(small_config(threads=0)) as engine:
+        obs = obs_batch(2)
+        engine.augment(obs)
+        assert engine.reserve_steps() == 1 and engine.step == 2
+        assert engine.reserve_steps(3) == 2 and engine.step == 5
+        assert torch.equal(engine.augment(obs), reference(engine, obs, 5))  # after the reserved
+        firsts = []
+
+        def work():
+            firsts.extend(engine.reserve_steps(2) for _ in range(500))
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(firsts) == list(range(6, 6 + 4000, 2))  # no step handed out twice
+        assert engine.step == 4006
+        for bad, exc, message in [(True, TypeError, "count must be an int, got bool"),
+                                  (2.0, TypeError, "count must be an int, got float"),
+                                  (0, ValueError, r"count must be in \[1, 2\*\*63\), got 0"),
+                                  (-1, ValueError, r"count must be in \[1, 2\*\*63\), got -1")]:
+            with pytest.raises(exc, match=message):
+                engine.reserve_steps(bad)
+        assert engine.step == 4006
+    with pytest.raises(RuntimeError, match="engine is closed"):
+        engine.reserve_steps()
+
+
 @pytest.mark.parametrize("obs, exc, message", [
     (obs_batch(2, 8), ValueError, r"8 channels, expected a positive multiple of frames.channels = 3"),
     (obs_batch(2, 9, 84, 84), ValueError, r"must be 40x48 \(frames.height x frames.width\), got 84x84"),

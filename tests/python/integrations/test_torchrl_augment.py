@@ -7,6 +7,7 @@ key took; the stored data stays as written (``inv`` is the identity).
 """
 import subprocess
 import sys
+import threading
 
 import pytest
 import torch
@@ -64,6 +65,57 @@ def test_sample_augments_obs_and_next_obs_with_the_contract_steps(share, dtype):
         assert not torch.equal(batch["pixels"], data["pixels"][idx]), "nothing was augmented"
         assert torch.equal(batch["action"], data["action"][idx])
     assert eng.step == (3 if share else 6)
+
+
+class ContendedEngine(obsaug.Engine):
+    """An Engine that another thread also augments with (taking a step) around each use,
+    as a TorchRL prefetch worker can: after a read of ``step``, before each ``augment``
+    and before each ``reserve_steps``. Deterministic: the other thread is joined."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self._probe = torch.zeros(1, S * C, H, H, dtype=torch.uint8)
+
+    def _other_thread_augments(self):
+        other = threading.Thread(target=obsaug.Engine.augment, args=(self, self._probe))
+        other.start()
+        other.join()
+
+    @property
+    def step(self):
+        step = obsaug.Engine.step.fget(self)
+        self._other_thread_augments()
+        return step
+
+    def augment(self, obs, step=None, *, out=None):
+        self._other_thread_augments()
+        return super().augment(obs, step, out=out)
+
+    def reserve_steps(self, count=1):
+        self._other_thread_augments()
+        return super().reserve_steps(count)
+
+
+@pytest.mark.parametrize("prefetch", [None, 3], ids=["no_prefetch", "prefetch"])
+def test_share_gives_obs_and_next_obs_one_step_while_other_threads_augment(prefetch):
+    eng, twin = ContendedEngine(shift_config(seed=3)), obsaug.Engine(shift_config(seed=3))
+    data = transitions(40)
+    rb = ReplayBuffer(storage=LazyTensorStorage(64), batch_size=8, prefetch=prefetch,
+                      transform=Augment(eng, share=True))
+    rb.extend(data)
+    used = []
+    for call in range(6):
+        batch, info = rb.sample(return_info=True)
+        idx = torch.as_tensor(info["index"])
+        steps = {}
+        for key in ("pixels", ("next", "pixels")):
+            steps[key] = next((s for s in range(eng.step)
+                               if torch.equal(twin.augment(data[key][idx], step=s), batch[key])),
+                              None)
+        assert steps["pixels"] is not None, f"call {call}: obs at no step below {eng.step}"
+        assert steps["pixels"] == steps["next", "pixels"], f"call {call}: {steps}"
+        used.append(steps["pixels"])
+    assert len(set(used)) == len(used), f"two samples at one step: {used}"
 
 
 def test_append_transform_and_out_keys_keep_the_raw_pixels():
