@@ -24,12 +24,20 @@ engine's output dtype), values 0..255, because SB3's policies divide image
 observations by 255 (``normalize_images=True``): an engine whose ``output``
 scales to 0..1 needs ``policy_kwargs={"normalize_images": False}``.
 
-Frames per stack: ``frame_stack`` or ``frame_channels`` when given, else C = 3
-when the channel count is a multiple of 3 (RGB), else 1 (grayscale). Every
-``add`` checks the guess: a VecFrameStack'ed next observation is the
-observation shifted by one frame, so a wrong C or S raises ValueError naming
-the fix. Episode starts repeat their first frame to fill a stack (as DrQ's frame
-stack does), where VecFrameStack pads with zeros.
+Frames per stack: with an engine (``augment``), its config's ``frames`` (stack S,
+channels C, height, width) decide; the constructor checks them against the
+observation space (S * C channels of height x width) and against
+``frame_stack`` / ``frame_channels`` when those are given, and raises ValueError
+naming the mismatch. Without an engine: ``frame_stack`` or ``frame_channels``
+when given, else C = 3 when the channel count is a multiple of 3 (RGB), else 1
+(grayscale). When S > 1, every ``add`` checks the layout: a VecFrameStack'ed next
+observation is the observation shifted by one frame, so a wrong C or S raises
+ValueError naming the fix. When the guess is S = 1 (3 channels: one RGB frame,
+or three grayscale frames stacked) nothing can be checked: the buffer stores
+whole observations as single frames, which is right for one RGB frame and, for
+stacked grayscale, costs S times the memory; pass ``frame_stack=`` (or an
+engine) there. Episode starts repeat their first frame to fill a stack (as
+DrQ's frame stack does), where VecFrameStack pads with zeros.
 
 Termination: ``handle_timeout_termination=True`` (SB3's default) stores a time
 limit (``infos[i]["TimeLimit.truncated"]``) as a truncation, which bootstraps;
@@ -71,12 +79,16 @@ __all__ = ["ReplayBuffer"]
 log = logging.getLogger(__name__)
 
 
-def _frame_layout(channels: int, frame_stack: Optional[int],
-                  frame_channels: Optional[int]) -> tuple:
-    """(S, C) with S * C == channels, from the arguments or the channel count."""
+def _check_layout_args(frame_stack: Optional[int], frame_channels: Optional[int]) -> None:
     for name, value in (("frame_stack", frame_stack), ("frame_channels", frame_channels)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise TypeError(f"{name} must be an int or None, got {type(value).__name__}")
+
+
+def _frame_layout(channels: int, frame_stack: Optional[int],
+                  frame_channels: Optional[int]) -> tuple:
+    """(S, C) with S * C == channels, from the arguments or the channel count."""
+    _check_layout_args(frame_stack, frame_channels)
     if frame_stack is not None and frame_channels is not None:
         if frame_stack * frame_channels != channels:
             raise ValueError(f"frame_stack * frame_channels must equal the observation's "
@@ -92,6 +104,31 @@ def _frame_layout(channels: int, frame_stack: Optional[int],
         raise ValueError(f"frame_channels must divide the observation's {channels} channels, "
                          f"got {c}")
     return channels // c, c
+
+
+def _engine_layout(frames: Mapping[str, int], channels: int, h: int, w: int,
+                   frame_stack: Optional[int], frame_channels: Optional[int]) -> tuple:
+    """(S, C) from the engine's ``frames``, checked against the observation's
+    ``channels x h x w`` and against ``frame_stack`` / ``frame_channels`` when given."""
+    _check_layout_args(frame_stack, frame_channels)
+    s, c = frames["stack"], frames["channels"]
+    engine_frames = (f"{{stack: {s}, channels: {c}, height: {frames['height']}, "
+                     f"width: {frames['width']}}}")
+    if (s * c, frames["height"], frames["width"]) != (channels, h, w):
+        fit = f"frames: {{height: {h}, width: {w}, stack * channels = {channels}}}"
+        if channels % c == 0 and (frames["height"], frames["width"]) == (h, w):
+            fit = f"frames.stack: {channels // c} (or other stack and channels making {channels})"
+        raise ValueError(
+            f"augment's engine has frames: {engine_frames} ({s} stacked frames of {c} channels "
+            f"= {s * c} channels of {frames['height']}x{frames['width']}), but the observations "
+            f"are {channels} channels of {h}x{w}; set {fit} in the engine config")
+    for name, value, key, want in (("frame_stack", frame_stack, "stack", s),
+                                   ("frame_channels", frame_channels, "channels", c)):
+        if value is not None and value != want:
+            raise ValueError(f"{name}={value} disagrees with augment's engine, whose frames: "
+                             f"{engine_frames} decide the layout; drop {name}= or set "
+                             f"frames.{key}: {value} in the engine config")
+    return s, c
 
 
 class ReplayBuffer(_SB3ReplayBuffer):
@@ -119,11 +156,20 @@ class ReplayBuffer(_SB3ReplayBuffer):
         self.channels_first = bool(is_image_space_channels_first(observation_space))
         shape = observation_space.shape
         k, h, w = shape if self.channels_first else (shape[2], shape[0], shape[1])
-        self.frame_stack, self.frame_channels = _frame_layout(k, frame_stack, frame_channels)
-        self.n_steps, self.gamma = int(n_steps), float(gamma)
-        self.share_augmentation = bool(share_augmentation)
         self.engine = self._engine(augment)
         self._augment_config = None if self.engine is augment else augment
+        if self.engine is None:
+            self.frame_stack, self.frame_channels = _frame_layout(k, frame_stack, frame_channels)
+        else:
+            try:
+                self.frame_stack, self.frame_channels = _engine_layout(
+                    self.engine.config["frames"], k, h, w, frame_stack, frame_channels)
+            except (TypeError, ValueError):
+                if self._augment_config is not None:  # built here: stop its pool threads
+                    self.engine.close()
+                raise
+        self.n_steps, self.gamma = int(n_steps), float(gamma)
+        self.share_augmentation = bool(share_augmentation)
         action_dtype = torch.float32 if isinstance(action_space, spaces.Box) else torch.int64
         if seed is None:
             seed = int(torch.randint(0, 2**31 - 1, ()).item())

@@ -154,6 +154,39 @@ def test_a_wrong_frame_layout_is_caught_at_add():
         small_buffer(augment=3)
 
 
+def test_an_engine_decides_the_frame_layout_and_is_checked_against_the_space():
+    """3 channels guess one RGB frame (S = 1, which no add can check); an engine's frames
+    decide instead, and one that does not fit the space is refused at construction."""
+    space = spaces.Box(0, 255, (3, 16, 16), np.uint8)        # 3 grayscale frames
+    assert ReplayBuffer(10, space, spaces.Discrete(2), device="cpu").frame_stack == 1
+    gray = shift_config(stack=3, channels=1, size=16, pad=2)
+    rb = ReplayBuffer(10, space, spaces.Discrete(2), device="cpu", augment=gray)
+    assert (rb.frame_stack, rb.frame_channels) == (3, 1)
+    obs = np.zeros((1, 3, 16, 16), np.uint8)
+    nxt = obs.copy()
+    nxt[0, 2] = 1
+    rb.add(obs, nxt, np.array([[0]]), np.array([1.0]), np.array([False]), [{}])  # checked
+    assert rb.sample(4).observations.shape == (4, 3, 16, 16)
+    with pytest.raises(ValueError, match="not 3 stacked frames of 1"):        # not shifted by one
+        rb.add(nxt, obs, np.array([[0]]), np.array([1.0]), np.array([False]), [{}])
+    with pytest.raises(ValueError, match=r"augment's engine has frames: \{stack: 2, channels: 1, "
+                                         r"height: 16, width: 16\} .* but the observations are 3 "
+                                         r"channels of 16x16; set frames.stack: 3 \(or"):
+        ReplayBuffer(10, space, spaces.Discrete(2), device="cpu",
+                     augment=shift_config(stack=2, channels=1, size=16, pad=2))
+    with pytest.raises(ValueError, match=r"observations are 3 channels of 20x20; set frames: "
+                                         r"\{height: 20, width: 20, stack \* channels = 3\}"):
+        ReplayBuffer(10, spaces.Box(0, 255, (3, 20, 20), np.uint8), spaces.Discrete(2),
+                     device="cpu", augment=gray)
+    with pytest.raises(ValueError, match=r"frame_stack=1 disagrees with augment's engine, whose "
+                                         r"frames: \{stack: 3, .* drop frame_stack= or set "
+                                         r"frames.stack: 1"):
+        ReplayBuffer(10, space, spaces.Discrete(2), device="cpu", augment=gray, frame_stack=1)
+    with pytest.raises(TypeError, match="frame_channels must be an int or None, got str"):
+        ReplayBuffer(10, space, spaces.Discrete(2), device="cpu", augment=gray,
+                     frame_channels="1")
+
+
 def test_memory_is_reported_and_a_fraction_of_sb3s():
     rb = small_buffer()
     m = rb.memory_bytes
@@ -201,3 +234,4 @@ def test_n_step_returns_with_reward_normalisation():
     for obs, nxt, action, reward, done, infos in frames_stream(steps=5):
         one_step.add(obs[None], nxt[None], action, reward, done, infos)
     assert one_step.sample(4, env=clipped).rewards.abs().max() <= 5.0
+
