@@ -39,6 +39,12 @@ stacked grayscale, costs S times the memory; pass ``frame_stack=`` (or an
 engine) there. Episode starts repeat their first frame to fill a stack (as
 DrQ's frame stack does), where VecFrameStack pads with zeros.
 
+Episodes: an env's episode ends at ``done``; it also ends (as a truncation, so it
+bootstraps) when the env was reset without one, as a second ``learn()`` (with
+``reset_num_timesteps=True``) or ``learn()`` after loading a model and this buffer
+does: ``add`` keeps each env's last next observation and, when the env's next
+observation differs from it, starts a new episode from it.
+
 Termination: ``handle_timeout_termination=True`` (SB3's default) stores a time
 limit (``infos[i]["TimeLimit.truncated"]``) as a truncation, which bootstraps;
 ``False`` treats it as a termination, like SB3. (SB3's own memory-saving
@@ -182,6 +188,9 @@ class ReplayBuffer(_SB3ReplayBuffer):
             (self.action_dim,), action_dtype=action_dtype, device=self.device,
             n_step=self.n_steps, gamma=self.gamma, seed=seed)
         self._open = np.zeros(n_envs, dtype=bool)  # per env: an episode is open in the buffer
+        # per env: the next_obs of its last add ([S*C, H, W], on the host); while the env's
+        # episode is open its next obs must equal it, else the env was reset without done
+        self._last_next_obs = torch.zeros((n_envs, k, h, w), dtype=torch.uint8)
 
     def _engine(self, augment: Any) -> Any:
         if augment is None:
@@ -237,7 +246,10 @@ class ReplayBuffer(_SB3ReplayBuffer):
                 f"{cur.shape[1]} channels are not {self.frame_stack} stacked frames of {c} "
                 "(VecFrameStack, oldest first); pass frame_stack= (or frame_channels=) in "
                 "replay_buffer_kwargs")
-        starting = np.flatnonzero(~self._open)
+        # An open episode whose obs is not the last next_obs was cut off by a reset without
+        # done (a second learn(), learn() after a load): add_first closes it as truncated.
+        cut = self._open & (cur != self._last_next_obs).flatten(1).any(1).numpy()
+        starting = np.flatnonzero(~self._open | cut)
         if starting.size:
             self.replay.add_first(cur[starting, -c:], env=starting.tolist())
         done = np.asarray(done, dtype=bool).reshape(self.n_envs)
@@ -250,6 +262,7 @@ class ReplayBuffer(_SB3ReplayBuffer):
                         nxt[:, -c:], terminated=torch.from_numpy(done & ~timeout),
                         truncated=torch.from_numpy(done & timeout))
         self._open = ~done
+        self._last_next_obs.copy_(nxt)
         self.pos += 1
         if self.pos == self.buffer_size:
             self.full = True
@@ -319,6 +332,11 @@ class ReplayBuffer(_SB3ReplayBuffer):
         import tempfile
         blob, engine_state = state.pop("replay"), state.pop("engine")
         self.__dict__.update(state)
+        if "_last_next_obs" not in state:  # pickled by a version that kept no next_obs:
+            self._open[:] = False          # the next add starts new episodes
+            shape = self.obs_shape if self.channels_first else (
+                self.obs_shape[2], self.obs_shape[0], self.obs_shape[1])
+            self._last_next_obs = torch.zeros((self.n_envs, *shape), dtype=torch.uint8)
         with tempfile.TemporaryDirectory() as tmp:
             with open(os.path.join(tmp, "replay.obsaug"), "wb") as f:
                 f.write(blob)

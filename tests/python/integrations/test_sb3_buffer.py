@@ -4,8 +4,11 @@ SAC ("CnnPolicy") and DQN learn a few hundred steps on the numpy-drawn pixel
 CartPole through VecFrameStack(3) + VecTransposeImage; the buffer's samples
 equal an ``obsaug.ReplayBuffer`` fed the same frames with the same seed and
 engine; timeouts bootstrap (or not, as SB3's flag says); a wrong frame layout
-is caught at ``add``.
+is caught at ``add``, an engine that does not fit the space when the buffer is
+built; an env reset without done (a second DQN ``learn()``, ``learn()`` after
+loading model and buffer) starts a new episode in the stored stacks.
 """
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -18,7 +21,7 @@ from gymnasium import spaces  # noqa: E402
 from pixel_envs import CartPolePixels  # noqa: E402
 from stable_baselines3 import DQN, SAC  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
-from stable_baselines3.common.vec_env import VecFrameStack  # noqa: E402
+from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack  # noqa: E402
 
 from obsaug.sb3 import ReplayBuffer  # noqa: E402
 
@@ -187,6 +190,54 @@ def test_an_engine_decides_the_frame_layout_and_is_checked_against_the_space():
                      frame_channels="1")
 
 
+def test_a_reset_without_done_is_found_per_env():
+    """Two envs; env 1 is reset without a done: its open episode ends (truncated, so it
+    bootstraps) and its reset frame starts a new one; env 0's episode goes on. Then env 0
+    is reset onto its newest frame: the whole stack differs, and that is found too."""
+    space = spaces.Box(0, 255, (3, 8, 8), np.uint8)
+    rb = ReplayBuffer(100, space, spaces.Discrete(2), device="cpu", n_envs=2, frame_stack=3,
+                      gamma=0.5)
+
+    def stacks(*values):
+        return np.stack([np.stack([np.full((8, 8), v, np.uint8) for v in env])
+                         for env in values])
+
+    def add(obs, nxt, reward):
+        rb.add(obs, nxt, np.zeros((2, 1)), np.array(reward, np.float32), np.zeros(2, bool),
+               [{}, {}])
+
+    add(stacks((0, 0, 0), (100, 100, 100)), stacks((0, 0, 1), (100, 100, 101)), [1, 1])
+    add(stacks((0, 0, 1), (100, 100, 101)), stacks((0, 1, 2), (100, 101, 102)), [2, 2])
+    add(stacks((0, 1, 2), (0, 0, 200)), stacks((1, 2, 3), (0, 200, 201)), [3, 1])  # env 1 reset
+    # env 0 reset onto the frame it had (VecFrameStack pads with zeros): the stack tells
+    add(stacks((0, 0, 3), (0, 200, 201)), stacks((0, 3, 4), (200, 201, 202)), [1, 2])
+    batch = rb.sample(2000)
+    got = {(tuple(o), tuple(n), r) for o, n, r in zip(
+        batch.observations[:, :, 0, 0].tolist(), batch.next_observations[:, :, 0, 0].tolist(),
+        batch.rewards[:, 0].tolist())}
+    assert got == {((0, 0, 0), (0, 0, 1), 1.0), ((0, 0, 1), (0, 1, 2), 2.0),
+                   ((0, 1, 2), (1, 2, 3), 3.0), ((100, 100, 100), (100, 100, 101), 1.0),
+                   ((100, 100, 101), (100, 101, 102), 2.0), ((200, 200, 200), (200, 200, 201), 1.0),
+                   ((3, 3, 3), (3, 3, 4), 1.0), ((200, 200, 201), (200, 201, 202), 2.0)}
+    assert torch.all(batch.dones == 0)
+
+
+def test_a_pickle_without_the_last_next_obs_starts_new_episodes():
+    """A buffer pickled before the last next_obs was kept cannot tell a reset: after
+    loading, each env's next add starts a new episode."""
+    rb = small_buffer()
+    stream = frames_stream(5)
+    for item in stream[:3]:
+        rb.add(*item)
+    state = rb.__getstate__()
+    del state["_last_next_obs"]
+    back = ReplayBuffer.__new__(ReplayBuffer)
+    back.__setstate__(state)
+    assert not back._open.any()
+    back.add(*stream[3])
+    assert back.replay.total_frames == rb.replay.total_frames + 2  # a first frame and a next
+
+
 def test_memory_is_reported_and_a_fraction_of_sb3s():
     rb = small_buffer()
     m = rb.memory_bytes
@@ -235,3 +286,86 @@ def test_n_step_returns_with_reward_normalisation():
         one_step.add(obs[None], nxt[None], action, reward, done, infos)
     assert one_step.sample(4, env=clipped).rewards.abs().max() <= 5.0
 
+
+class Counting(gym.Env):
+    """Grayscale frames whose every pixel is ``base + 50 * episode + t``; 30-step episodes.
+    ``log`` records each step as (frame before, frame after)."""
+    observation_space = spaces.Box(0, 255, (SIZE, SIZE, 1), np.uint8)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, base=0):
+        self.base, self.episode, self.log = base, -1, []
+
+    def _frame(self):
+        return np.full((SIZE, SIZE, 1), self.base + 50 * self.episode + self.t, np.uint8)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.episode, self.t = self.episode + 1, 0
+        return self._frame(), {}
+
+    def step(self, action):
+        before = self.base + 50 * self.episode + self.t
+        self.t += 1
+        self.log.append((before, before + 1))
+        return self._frame(), float(self.t), self.t >= 30, False, {}
+
+
+def counting_model(base=0):
+    counting = Counting(base)
+    env = VecFrameStack(DummyVecEnv([lambda: counting]), n_stack=3)
+    model = DQN("CnnPolicy", env, buffer_size=1000, learning_starts=10_000, seed=0,
+                policy_kwargs={"features_extractor_kwargs": {"features_dim": 8}},
+                replay_buffer_class=ReplayBuffer, replay_buffer_kwargs={"frame_stack": 3})
+    return model, counting
+
+
+def expected_transitions(*logs):
+    """(obs frames, next obs frames, reward) of every logged step: stacks of the episode's
+    last 3 frames, the first frame repeated at its start (as the buffer rebuilds them)."""
+    want = set()
+    for log in logs:
+        episode = []
+        for before, after in log:
+            if not episode or episode[-1] != before:   # a reset: a new episode
+                episode = [before]
+            stack = lambda frames: tuple(([frames[0]] * 2 + frames)[-3:])  # noqa: E731
+            obs = stack(episode)
+            episode.append(after)
+            want.add((obs, stack(episode), float(after % 50)))
+    return want
+
+
+def stored_transitions(rb):
+    batch = rb.sample(4000)                     # with replacement: every transition, surely
+    assert torch.all(batch.dones == 0), "no episode terminated: cut ones must be truncated"
+    obs = batch.observations[:, :, 0, 0].tolist()
+    nxt = batch.next_observations[:, :, 0, 0].tolist()
+    return {(tuple(o), tuple(n), r) for o, n, r in zip(obs, nxt, batch.rewards[:, 0].tolist())}
+
+
+def test_a_second_learn_starts_a_new_episode_after_its_reset():
+    """learn() with reset_num_timesteps=True resets the env mid-episode without a done: the
+    episode that was open ends there (truncated) and the reset's frame starts a new one."""
+    model, counting = counting_model()
+    model.learn(5)
+    model.learn(5)
+    assert {before // 50 for before, _ in counting.log} == {0, 1}  # two episodes, both cut
+    assert stored_transitions(model.replay_buffer) == expected_transitions(counting.log)
+
+
+def test_learn_after_loading_the_buffer_starts_a_new_episode(tmp_path):
+    """A model and its buffer loaded and learning again (SB3 resets the new env): the
+    loaded buffer's open episode ends where it was saved and the new env's frames start
+    one of their own."""
+    model, first = counting_model()
+    model.learn(5, reset_num_timesteps=False)
+    model.save(tmp_path / "model.zip")
+    model.save_replay_buffer(tmp_path / "rb.pkl")
+    resumed, second = counting_model(base=100)
+    resumed = DQN.load(tmp_path / "model.zip", env=resumed.get_env())
+    resumed.load_replay_buffer(tmp_path / "rb.pkl")
+    resumed.learn(5, reset_num_timesteps=False)
+    assert first.log and second.log
+    assert (stored_transitions(resumed.replay_buffer)
+            == expected_transitions(first.log, second.log))
