@@ -24,11 +24,12 @@ engine's output dtype), values 0..255, because SB3's policies divide image
 observations by 255 (``normalize_images=True``): an engine whose ``output``
 scales to 0..1 needs ``policy_kwargs={"normalize_images": False}``.
 
-Frames per stack: with an engine (``augment``), its config's ``frames`` (stack S,
-channels C, height, width) decide; the constructor checks them against the
-observation space (S * C channels of height x width) and against
-``frame_stack`` / ``frame_channels`` when those are given, and raises ValueError
-naming the mismatch. Without an engine: ``frame_stack`` or ``frame_channels``
+Frames per stack: with an engine (``augment``), its config's ``frames.channels``
+C decides and S = channels / C, as the engine reads observations; the
+constructor checks the observation space against the engine (a multiple of C
+channels, frames of its height x width) and against ``frame_stack`` /
+``frame_channels`` when those are given, and raises ValueError naming the
+mismatch. Without an engine: ``frame_stack`` or ``frame_channels``
 when given, else C = 3 when the channel count is a multiple of 3 (RGB), else 1
 (grayscale). When S > 1, every ``add`` checks the layout: a VecFrameStack'ed next
 observation is the observation shifted by one frame, so a wrong C or S raises
@@ -114,26 +115,24 @@ def _frame_layout(channels: int, frame_stack: Optional[int],
 
 def _engine_layout(frames: Mapping[str, int], channels: int, h: int, w: int,
                    frame_stack: Optional[int], frame_channels: Optional[int]) -> tuple:
-    """(S, C) from the engine's ``frames``, checked against the observation's
-    ``channels x h x w`` and against ``frame_stack`` / ``frame_channels`` when given."""
+    """(S, C): C from the engine's ``frames`` and S = ``channels`` / C, as the engine
+    reads observations (any multiple of its C, frames of its height x width), checked
+    against ``frame_stack`` / ``frame_channels`` when given."""
     _check_layout_args(frame_stack, frame_channels)
-    s, c = frames["stack"], frames["channels"]
-    engine_frames = (f"{{stack: {s}, channels: {c}, height: {frames['height']}, "
-                     f"width: {frames['width']}}}")
-    if (s * c, frames["height"], frames["width"]) != (channels, h, w):
-        fit = f"frames: {{height: {h}, width: {w}, stack * channels = {channels}}}"
-        if channels % c == 0 and (frames["height"], frames["width"]) == (h, w):
-            fit = f"frames.stack: {channels // c} (or other stack and channels making {channels})"
+    c, fh, fw = frames["channels"], frames["height"], frames["width"]
+    if channels % c != 0 or (fh, fw) != (h, w):
         raise ValueError(
-            f"augment's engine has frames: {engine_frames} ({s} stacked frames of {c} channels "
-            f"= {s * c} channels of {frames['height']}x{frames['width']}), but the observations "
-            f"are {channels} channels of {h}x{w}; set {fit} in the engine config")
-    for name, value, key, want in (("frame_stack", frame_stack, "stack", s),
-                                   ("frame_channels", frame_channels, "channels", c)):
+            f"augment's engine takes frames of {c} channels of {fh}x{fw} (its config's "
+            f"frames.channels, height, width), but the observations are {channels} channels "
+            f"of {h}x{w}; set frames: {{height: {h}, width: {w}}} and frames.channels to a "
+            f"divisor of {channels} in the engine config")
+    s = channels // c
+    for name, value, want in (("frame_stack", frame_stack, s), ("frame_channels", frame_channels, c)):
         if value is not None and value != want:
-            raise ValueError(f"{name}={value} disagrees with augment's engine, whose frames: "
-                             f"{engine_frames} decide the layout; drop {name}= or set "
-                             f"frames.{key}: {value} in the engine config")
+            raise ValueError(f"{name}={value} disagrees with augment's engine: its frames.channels "
+                             f"= {c} makes the {channels}-channel observations {s} stacked "
+                             f"frames of {c} channels; drop {name}= or set frames.channels in "
+                             f"the engine config")
     return s, c
 
 
