@@ -418,7 +418,7 @@ __global__ void __launch_bounds__(kThreads)
                           FrameLaunch launch) {
   __shared__ OpDraw draws[kMaxOps];
   __shared__ float conv_weights[kMaxOps * kConvWeights];
-  __shared__ long long partial_sums[kThreads];
+  __shared__ unsigned long long partial_sums[kThreads];  // gray_fixed sums, modulo 2^64
   __shared__ float frame_mean;
 
   const FrameBatch work = frame_batch(p, buf);
@@ -453,15 +453,15 @@ __global__ void __launch_bounds__(kThreads)
       const OpDesc& first = p.ops[s.first];
       float mean0 = 0.0f;
       if (first.kind == OpKind::kColorJitter && first.jitter_on[kContrast] && draws[s.first].gate) {
-        long long sum = 0;  // an integer sum: any order gives the same mean
+        unsigned long long sum = 0;  // an integer sum: any order gives the same mean
         for (int64_t j = threadIdx.x; j < static_cast<int64_t>(src.h) * src.w; j += blockDim.x)
-          sum += gray_fixed_at(src, j);
+          sum += static_cast<unsigned long long>(gray_fixed_at(src, j));
         partial_sums[threadIdx.x] = sum;
         __syncthreads();
         if (threadIdx.x == 0) {
-          long long total = 0;
+          unsigned long long total = 0;
           for (unsigned t = 0; t < blockDim.x; ++t) total += partial_sums[t];
-          frame_mean = mean_of_sum(total, src.h, src.w);
+          frame_mean = mean_of_sum(static_cast<int64_t>(total), src.h, src.w);
         }
         __syncthreads();
         mean0 = frame_mean;

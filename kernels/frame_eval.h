@@ -198,13 +198,23 @@ OBSAUG_HD void jitter_rgb(const OpDesc& op, const OpDraw& d, float mean0, float*
 
 // contrast's mean: each pixel contributes q = int64(rintf(gray * 65536)) and
 // m0 = float(double(sum q) / (65536 H W)); an integer sum, so any summation
-// order gives the same m0.
+// order gives the same m0. Defined for every float frame, the same on host
+// and device: q saturates (|gray| above about 1.4e14; NaN gives 0), as
+// CUDA's float-to-int64 conversion does, and the sum wraps modulo 2^64
+// (summed as uint64_t: wrapping is then defined and order-free too).
 // q as a float (an integer value; the CPU's row sum converts it in lanes).
 OBSAUG_HD float gray_fixed_float(float r, float g, float b) {
   return rintf(mul_rn(gray_float(r, g, b), 65536.0f));
 }
+// int64(q), saturating; NaN -> 0.
+OBSAUG_HD int64_t saturated_int64(float q) {
+  if (!(q == q)) return 0;
+  if (q >= 9223372036854775808.0f) return INT64_MAX;  // 2^63
+  if (q < -9223372036854775808.0f) return INT64_MIN;
+  return static_cast<int64_t>(q);
+}
 OBSAUG_HD int64_t gray_fixed(float r, float g, float b) {
-  return static_cast<int64_t>(gray_fixed_float(r, g, b));
+  return saturated_int64(gray_fixed_float(r, g, b));
 }
 OBSAUG_HD float mean_of_sum(int64_t sum, int32_t h, int32_t w) {
   return static_cast<float>(static_cast<double>(sum) /

@@ -32,7 +32,7 @@ OBSAUG_CLONES int64_t gray_fixed_sum(const FrameView<T>& f) {
   const T* __restrict r = f.base;
   const T* __restrict g = f.base + f.channel_stride;
   const T* __restrict b = f.base + 2 * f.channel_stride;
-  int64_t sum = 0;
+  uint64_t sum = 0;  // wraps modulo 2^64 (gray_fixed's contract)
   float q[kMeanChunk];
   for (int64_t start = 0; start < n; start += kMeanChunk) {
     const int64_t len = std::min(kMeanChunk, n - start);
@@ -43,12 +43,12 @@ OBSAUG_CLONES int64_t gray_fixed_sum(const FrameView<T>& f) {
       fits &= (q[j] >= -2147483648.0f) & (q[j] < 2147483648.0f);
     }
     if (fits) {
-      for (int64_t j = 0; j < len; ++j) sum += static_cast<int32_t>(q[j]);
+      for (int64_t j = 0; j < len; ++j) sum += static_cast<uint64_t>(static_cast<int32_t>(q[j]));
     } else {
-      for (int64_t j = 0; j < len; ++j) sum += static_cast<int64_t>(q[j]);
+      for (int64_t j = 0; j < len; ++j) sum += static_cast<uint64_t>(saturated_int64(q[j]));
     }
   }
-  return sum;
+  return static_cast<int64_t>(sum);
 }
 
 // random_conv's input: the 3 channels of `src` scaled by conv_input into

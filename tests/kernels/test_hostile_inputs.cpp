@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/augment.h"
+#include "kernels/frame_rows_cpu.h"
 #include "kernels/pipeline.h"
 #include "kernels/pipeline_spec.h"
 #include "tests/kernels/reference.h"
@@ -647,6 +648,27 @@ TEST(HostileGather, PoolMismatchesForStorage) {
   expect_mentions(
       error_of<c10::ValueError>([&] { ops::gather_augment(storage, idx, std::nullopt, p, 0, 0); }),
       {"pool is None"});
+}
+
+// Contrast's mean of float frames far beyond 0..255: every q is defined
+// (saturated as CUDA converts, NaN 0) and the sum wraps modulo 2^64, so the
+// host and the device agree however absurd the frame.
+TEST(HostileFloat, ContrastMeanOfHugeFramesIsDefined) {
+  const float huge = 2e14f;  // gray * 65536 = 1.3e19 > 2^63
+  EXPECT_EQ(gray_fixed(huge, huge, huge), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(gray_fixed(-huge, -huge, -huge), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(gray_fixed(NAN, 0.0f, 0.0f), 0);
+  EXPECT_EQ(gray_fixed(255.0f, 255.0f, 255.0f), int64_t{255} << 16);
+  EXPECT_EQ(saturated_int64(-9223372036854775808.0f), std::numeric_limits<int64_t>::min());
+  // Two saturated pixels: (2^63 - 1) * 2 wraps to -2, in every chunk layout.
+  for (const int pixels : {2, 300, 600}) {
+    std::vector<float> frame(3 * pixels, 0.0f);
+    for (const int j : {0, pixels - 1}) {
+      for (int c = 0; c < 3; ++c) frame[c * pixels + j] = huge;
+    }
+    const FrameView<float> view{frame.data(), pixels, 1, pixels};
+    EXPECT_EQ(gray_fixed_sum(view), -2) << pixels;
+  }
 }
 
 }  // namespace
