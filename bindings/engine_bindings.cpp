@@ -193,14 +193,13 @@ void bind_engine(py::module& m) {
       .def("pool_files",
            [](const Engine& e) {
              // This rank's share of the sources' files, in listing order:
-             // "path" for a plain file, "shard.tar::member" for a tar member.
+             // "path" for a plain file, "shard.tar::member" for a tar member
+             // (ImageRef::display_name, as failure reports name them).
              std::vector<std::string> out;
              if (e.closed() || e.pool() == nullptr) return out;
              const std::vector<ImageRef>& refs = e.pool()->refs();
              out.reserve(refs.size());
-             for (const ImageRef& r : refs) {
-               out.push_back(r.in_archive() ? r.path + "::" + r.member : r.path);
-             }
+             for (const ImageRef& r : refs) out.push_back(r.display_name());
              return out;
            })
       .def("stats", [](const Engine& e) { return stats_dict(e.stats()); })

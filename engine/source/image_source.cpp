@@ -57,7 +57,10 @@ ImageRef plain_ref(std::string path, uint64_t size) {
 }
 
 // Depth-first walk that follows directory links but visits each directory
-// (device, inode) once, so a link cycle cannot loop. Unreadable
+// (device, inode) once, so a link cycle cannot loop. Each directory's entries
+// are visited in byte-wise name order, so a folder reachable under several
+// names (a link to it beside it) is listed under the same one, the first in
+// that order, whatever order the file system returns them in. Unreadable
 // subdirectories are skipped; an unreadable root is an error.
 void walk_directory(const fs::path& dir, std::set<std::pair<dev_t, ino_t>>* visited,
                     std::vector<ImageRef>* out, bool is_root) {
@@ -73,9 +76,15 @@ void walk_directory(const fs::path& dir, std::set<std::pair<dev_t, ino_t>>* visi
     if (is_root) throw SourceError("image directory " + dir.string() + ": " + ec.message());
     return;
   }
+  std::vector<fs::path> entries;
   for (; it != fs::directory_iterator(); it.increment(ec)) {
     if (ec) break;
-    const fs::path& entry = it->path();
+    entries.push_back(it->path());
+  }
+  std::sort(entries.begin(), entries.end(), [](const fs::path& a, const fs::path& b) {
+    return a.filename().native() < b.filename().native();
+  });
+  for (const fs::path& entry : entries) {
     struct stat est;
     if (::stat(entry.c_str(), &est) != 0) continue;  // dangling link
     if (S_ISDIR(est.st_mode)) {
@@ -95,7 +104,13 @@ void ListingReport::add(std::string path, std::string message) {
   }
 }
 
-std::string ImageRef::display_name() const { return in_archive() ? path + ":" + member : path; }
+std::string archive_member_name(const std::string& shard, const std::string& member) {
+  return shard + "::" + member;
+}
+
+std::string ImageRef::display_name() const {
+  return in_archive() ? archive_member_name(path, member) : path;
+}
 
 bool operator==(const ImageRef& a, const ImageRef& b) {
   return a.path == b.path && a.member == b.member && a.offset == b.offset && a.size == b.size;
@@ -159,8 +174,9 @@ std::vector<ImageRef> list_tar(const std::string& tar_path, ListingReport* repor
   if (!index.truncation.empty()) {
     if (out.empty()) throw SourceError(index.truncation + "; no complete image member before it");
     if (report) {
-      const std::string where =
-          index.truncated_member.empty() ? tar_path : tar_path + ":" + index.truncated_member;
+      const std::string where = index.truncated_member.empty()
+                                    ? tar_path
+                                    : archive_member_name(tar_path, index.truncated_member);
       report->add(where, index.truncation + "; the " + std::to_string(out.size()) +
                              " image members before it are used");
     }

@@ -5,7 +5,10 @@
 // A source is one of
 //   - a directory, scanned recursively for .jpg / .jpeg / .png in any letter
 //     case (Places365 `places365_standard/{train,val}/<class>/*.jpg`, COCO's
-//     flat `train2017/`), listed in byte-wise sorted path order;
+//     flat `train2017/`), listed in byte-wise sorted path order; links to
+//     directories are followed, a directory reachable under several names
+//     is listed once, under the name met first when each directory's
+//     entries are walked in byte-wise name order;
 //   - a `.txt` file of image paths (UTF-8, a leading byte-order mark ignored),
 //     one per line, relative to the text file's folder or absolute; blank
 //     lines and lines starting with '#' are skipped; entries that name no
@@ -37,9 +40,14 @@ struct ImageRef {
   uint64_t size = 0;    // bytes of the image (for plain files: at listing time)
 
   bool in_archive() const { return !member.empty(); }
-  // "shard.tar:member.jpg" or the path: what error messages call the image.
+  // "shard.tar::member.jpg" (archive_member_name) or the path: what error
+  // messages, failure reports and Engine.pool_files() call the image.
   std::string display_name() const;
 };
+
+// How a tar member is named everywhere (messages, reports, pool_files()):
+// "shard.tar::member.jpg".
+std::string archive_member_name(const std::string& shard, const std::string& member);
 
 bool operator==(const ImageRef& a, const ImageRef& b);
 

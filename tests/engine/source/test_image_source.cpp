@@ -142,6 +142,34 @@ TEST(ImageSource, DirectoryLinkCycleTerminates) {
   EXPECT_EQ(list_directory(tmp / "d").size(), 1u);
 }
 
+// A folder reachable under two names (a link to it beside it) is listed
+// once, under the name first in byte order, whichever of the two is the link
+// and whatever order the file system returns the names in. The smaller name
+// is created first (tmpfs then returns it last), and eight name pairs make a
+// hash-ordered file system (ext4) return the larger one first for some.
+TEST(ImageSource, FolderReachableUnderTwoNamesIsListedUnderTheFirstInByteOrder) {
+  TempDir tmp;
+  for (int i = 0; i < 8; ++i) {
+    const std::string root = tmp / ("tree" + std::to_string(i));
+    const std::string first = "a" + std::to_string(i) + (i % 2 ? "_real" : "_link");
+    const std::string second = "b" + std::to_string(i) + (i % 2 ? "_link" : "_real");
+    const std::string& real = i % 2 ? first : second;
+    const std::string& link = i % 2 ? second : first;
+    std::filesystem::create_directories(root);
+    if (real == first) {
+      write_text(root + "/" + real + "/photo.jpg", "x");
+      std::filesystem::create_directory_symlink(real, root + "/" + link);
+    } else {
+      std::filesystem::create_directory_symlink(real, root + "/" + link);
+      write_text(root + "/" + real + "/photo.jpg", "x");
+    }
+    const std::vector<ImageRef> refs = list_directory(root);
+    ASSERT_EQ(refs.size(), 1u) << root;
+    EXPECT_EQ(refs[0].path, root + "/" + first + "/photo.jpg")
+        << "real " << real << ", link " << link;
+  }
+}
+
 TEST(ImageSource, EmptyOrMissingSourceIsAnErrorNamingIt) {
   TempDir tmp;
   write_text(tmp / "only_text/readme.txt", "no images");
@@ -241,7 +269,7 @@ TEST(TarReader, ListsImageMembersWithTheirByteRanges) {
   for (size_t i = 0; i < refs.size(); ++i) {
     EXPECT_EQ(refs[i].member, want[i]);
     EXPECT_EQ(refs[i].path, shard);
-    EXPECT_EQ(refs[i].display_name(), shard + ":" + want[i]);
+    EXPECT_EQ(refs[i].display_name(), shard + "::" + want[i]);
     const auto it = std::find_if(entries.begin(), entries.end(),
                                  [&](const TarEntry& e) { return e.name == want[i]; });
     EXPECT_EQ(read_image_bytes(refs[i], 1 << 20), bytes_of(it->data)) << want[i];
@@ -372,7 +400,7 @@ TEST(TarReader, TruncatedShardKeepsTheMembersBeforeTheCutAndReportsIt) {
   EXPECT_EQ(read_image_bytes(refs[0], 1 << 20), bytes_of("JPEGDATA-0"));
   EXPECT_EQ(report.failed, 1u);
   ASSERT_EQ(report.first_failures.size(), 1u);
-  EXPECT_EQ(report.first_failures[0].path, cut_data + ":sample0001.PNG");
+  EXPECT_EQ(report.first_failures[0].path, cut_data + "::sample0001.PNG");
   EXPECT_EQ(report.first_failures[0].message,
             index.truncation + "; the 1 image members before it are used");
 
