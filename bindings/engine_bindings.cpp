@@ -48,7 +48,10 @@ constexpr auto kStateFields =
                     std::pair{"pool_serial", &EngineState::pool_serial},
                     std::pair{"pool_stamp", &EngineState::pool_stamp},
                     std::pair{"pool_calls", &EngineState::pool_calls},
-                    std::pair{"pool_slots", &EngineState::pool_slots});
+                    std::pair{"pool_slots", &EngineState::pool_slots},
+                    std::pair{"pool_files", &EngineState::pool_files},
+                    std::pair{"pool_listing", &EngineState::pool_listing},
+                    std::pair{"pool_checksums", &EngineState::pool_checksums});
 
 // fn(name, member pointer) for each entry of kStateFields.
 template <typename Fn>
@@ -96,8 +99,14 @@ EngineState state_from_dict(const py::dict& d) {
   EngineState s;
   for_each_state_field([&](const char* name, auto member) {
     if (!d.contains(name)) {
-      throw py::value_error(std::string("state_dict is missing '") + name +
-                            "' (expected the keys of Engine.state_dict(): " + keys + ")");
+      const std::string field = name;
+      const bool listing =
+          field == "pool_files" || field == "pool_listing" || field == "pool_checksums";
+      throw py::value_error("state_dict is missing '" + field +
+                            "' (expected the keys of Engine.state_dict(): " + keys + ")" +
+                            (listing ? "; a state saved before the pool's listing was part of "
+                                       "it cannot be resumed exactly: take a new one"
+                                     : ""));
     }
     s.*member = d[name].cast<std::decay_t<decltype(s.*member)>>();
   });

@@ -21,6 +21,7 @@ using namespace pybind11::literals;  // "key"_a = value
 namespace obsaug::python {
 namespace {
 
+// The paths as given; DistractorPool makes relative ones absolute.
 std::vector<std::string> source_paths(const py::object& sources) {
   const py::object fspath = py::module_::import("os").attr("fspath");
   if (py::isinstance<py::str>(sources) || py::hasattr(sources, "__fspath__")) {
@@ -60,6 +61,26 @@ py::dict cursor_dict(const PoolCursor& c) {
 PoolCursor cursor_from_dict(const py::dict& d) {
   return PoolCursor{d["next_serial"].cast<uint64_t>(), d["next_stamp"].cast<uint64_t>(),
                     d["calls"].cast<uint64_t>()};
+}
+
+// The state as pool.state_dict() gives it: the cursor's keys, then
+// slot_serials, slot_checksums, num_files, listing_fingerprint.
+py::dict state_dict(const PoolState& s) {
+  py::dict d = cursor_dict(s.cursor);
+  d["slot_serials"] = py::cast(s.slot_serials);
+  d["slot_checksums"] = py::cast(s.slot_checksums);
+  d["num_files"] = s.listing.files;
+  d["listing_fingerprint"] = s.listing.fingerprint;
+  return d;
+}
+
+// Every key of state_dict() must be there (pool.py checks and names them).
+PoolState state_from_dict(const py::dict& d) {
+  return PoolState{
+      cursor_from_dict(d),
+      PoolListing{d["num_files"].cast<uint64_t>(), d["listing_fingerprint"].cast<uint64_t>()},
+      d["slot_serials"].cast<std::vector<uint64_t>>(),
+      d["slot_checksums"].cast<std::vector<uint64_t>>()};
 }
 
 }  // namespace
@@ -122,14 +143,18 @@ order (mode="sync", bit-reproducible).)doc")
       .def("slot_serials", &DistractorPool::slot_serials,
            "The serial (file order position) of the image each slot holds.")
       .def(
+          "state", [](const DistractorPool& p) { return state_dict(p.state()); },
+          "The cursor, each slot's serial and checksum, and the listing (DistractorPool::state).")
+      .def(
           "restore",
-          [](DistractorPool& p, const py::dict& cursor, const std::vector<uint64_t>& slots) {
-            const PoolCursor c = cursor_from_dict(cursor);
+          [](DistractorPool& p, const py::dict& state) {
+            const PoolState s = state_from_dict(state);
             py::gil_scoped_release release;  // P decodes
-            p.restore(c, slots);
+            p.restore(s);
           },
-          py::arg("cursor"), py::arg("slot_serials"),
-          "Re-decodes each slot's serial and sets the cursor (DistractorPool::restore).")
+          py::arg("state"),
+          "Re-decodes each slot's serial, checks it against the state and sets the cursor "
+          "(DistractorPool::restore).")
       .def(
           "__enter__", [](DistractorPool& p) -> DistractorPool& { return p; },
           py::return_value_policy::reference)

@@ -400,11 +400,14 @@ EngineState Engine::state() const {
   s.seed = d.seed;
   s.step = d.step.load();
   if (d.pool) {
-    const PoolCursor c = d.pool->cursor();
-    s.pool_serial = c.next_serial;
-    s.pool_stamp = c.next_stamp;
-    s.pool_calls = c.calls;
-    s.pool_slots = d.pool->slot_serials();
+    PoolState p = d.pool->state();
+    s.pool_serial = p.cursor.next_serial;
+    s.pool_stamp = p.cursor.next_stamp;
+    s.pool_calls = p.cursor.calls;
+    s.pool_slots = std::move(p.slot_serials);
+    s.pool_files = p.listing.files;
+    s.pool_listing = p.listing.fingerprint;
+    s.pool_checksums = std::move(p.slot_checksums);
   }
   return s;
 }
@@ -432,7 +435,9 @@ void Engine::load_state(const EngineState& state) {
                                     std::to_string(state.pool_slots.size()) +
                                     " pool slots, the engine's pool has " + std::to_string(P));
       }
-      d.pool->restore(cursor, state.pool_slots);  // the content and the cursor
+      // The content and the cursor, refused over another listing.
+      d.pool->restore(PoolState{cursor, PoolListing{state.pool_files, state.pool_listing},
+                                state.pool_slots, state.pool_checksums});
     } else {
       d.pool->set_cursor(cursor);
     }

@@ -76,8 +76,10 @@ struct EngineStats {
 // What a resumed run needs to continue the same stream of augmentations.
 // In sync mode the restore is exact: load_state re-decodes every pool slot
 // from `pool_slots` (DistractorPool::restore, P decodes), so the pool holds
-// what it held when the state was taken. In async mode only the cursor is restored (the
-// background refresh is not reproducible anyway).
+// what it held when the state was taken, and refuses (SourceError) sources
+// whose listing differs from `pool_files` / `pool_listing` or an image that
+// decodes to another checksum than `pool_checksums`. In async mode only the
+// cursor is restored (the background refresh is not reproducible anyway).
 struct EngineState {
   uint64_t seed = 0;  // the engine's key, config seed + rank (Engine::seed())
   uint64_t step = 0;
@@ -85,6 +87,11 @@ struct EngineState {
   uint64_t pool_calls = 0;
   uint64_t pool_stamp = 0;           // PoolCursor::next_stamp
   std::vector<uint64_t> pool_slots;  // serial held by each pool slot (empty without a pool)
+  // The listing those serials refer to (PoolListing: files, fingerprint) and
+  // each slot's image checksum (SlotInfo::checksum); 0 and empty without a pool.
+  uint64_t pool_files = 0;
+  uint64_t pool_listing = 0;
+  std::vector<uint64_t> pool_checksums;
 };
 
 // Which share of a data-parallel job this engine serves (torch.distributed's

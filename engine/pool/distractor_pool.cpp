@@ -3,7 +3,7 @@
 //   - per worker: two SPSC queues of staging slot indices (ready, free), and
 //     staged_[k] (written by the owning worker before it pushes k to ready,
 //     read by the consumer after it pops k: ordered by the queue);
-//   - atomics (stop_, counters, next_serial_, failures_in_a_row_) and, under
+//   - atomics (stop_, closed_, counters, next_serial_, failures_in_a_row_) and, under
 //     mu_, the condition variable the workers sleep on (free slot, rate
 //     token, back-off after failures, stop);
 //   - failures_ under failures_mu_, worker_error_ under error_mu_.
@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -70,10 +71,31 @@ void lower_thread_priority(int delta) {
 #endif
 }
 
-std::string join_paths(const std::vector<std::string>& paths) {
+std::string join_paths(const std::vector<std::string>& paths, const char* separator = ", ") {
   std::string out;
-  for (const auto& p : paths) out += (out.empty() ? "" : ", ") + p;
+  for (const auto& p : paths) out += (out.empty() ? "" : separator) + p;
   return out;
+}
+
+std::string hex(uint64_t value) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(value));
+  return buf;
+}
+
+// `ref`'s path relative to the folder of `source`, the source that listed it:
+// the directory itself, else the folder holding the list, shard or image
+// file. A path outside it (an absolute .txt entry) stays whole.
+std::string name_in_source(const ImageRef& ref, std::string source) {
+  while (source.size() > 1 && source.back() == '/') source.pop_back();
+  const auto under = [&](const std::string& folder) {
+    return !folder.empty() && ref.path.size() > folder.size() + 1 &&
+           ref.path.compare(0, folder.size(), folder) == 0 && ref.path[folder.size()] == '/';
+  };
+  if (under(source)) return ref.path.substr(source.size() + 1);
+  const std::string parent = std::filesystem::path(source).parent_path().string();
+  if (under(parent)) return ref.path.substr(parent.size() + 1);
+  return ref.path;
 }
 
 }  // namespace
@@ -97,7 +119,11 @@ struct DistractorPool::Impl {
   ~Impl();
 
   void validate() const;
+  void list(std::vector<ImageRef>* all, std::vector<size_t>* source_ends);
   void fill();
+  void check_every_source_decodes(const std::vector<ImageRef>& all,
+                                  const std::vector<size_t>& source_ends);
+  void start_staging();
   void start_workers();
   void worker_main(size_t w);
   bool decode_one(ImageDecoder& decoder, uint64_t serial, uint8_t* out, StagedImage* staged);
@@ -113,7 +139,7 @@ struct DistractorPool::Impl {
   void reclaim_finished_copies(bool wait_for_one);
   void wake_workers();
   void rethrow_worker_error();
-  void restore(const PoolCursor& cursor, const std::vector<uint64_t>& slot_serials);
+  void restore(const PoolState& state);
   void set_cursor(const PoolCursor& cursor);
   void close();
 
@@ -121,6 +147,7 @@ struct DistractorPool::Impl {
 
   DistractorPoolOptions opts_;
   std::vector<ImageRef> refs_;
+  PoolListing listing_;
   AugmentSpec spec_;
   size_t image_bytes_ = 0;
   bool cuda_ = false;
@@ -139,7 +166,6 @@ struct DistractorPool::Impl {
   std::vector<uint32_t> sync_free_;  // sync mode: staging slots that may be written
   std::unique_ptr<ImageDecoder> sync_decoder_;
   bool released_since_wake_ = false;
-  bool closed_ = false;
 #ifdef OBSAUG_WITH_CUDA
   std::vector<cudaEvent_t> copy_done_;  // per staging slot
 #endif
@@ -147,6 +173,7 @@ struct DistractorPool::Impl {
   // Shared with the workers.
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> closed_{false};  // set by close(); closed() reads it from any thread
   std::mutex mu_;  // guards the sleeps of the workers and next_token_
   std::condition_variable cv_;
   Clock::time_point next_token_ = Clock::now();
@@ -165,14 +192,9 @@ struct DistractorPool::Impl {
 DistractorPool::Impl::Impl(DistractorPoolOptions opts) : opts_(std::move(opts)) {
   validate();
   opts_.device = with_current_index(opts_.device);
-  ListingReport report;
-  refs_ = shard_refs(list_sources(opts_.sources, &report), opts_.rank, opts_.world_size);
-  failed_ = report.failed;  // missing list entries, truncated shards: counted with the rest
-  listing_failures_ = std::move(report.first_failures);
-  if (refs_.size() > UINT32_MAX) {
-    throw std::invalid_argument("DistractorPool: at most 2^32 - 1 images per rank, got " +
-                                std::to_string(refs_.size()));
-  }
+  std::vector<ImageRef> all;        // every rank's files
+  std::vector<size_t> source_ends;  // all[source_ends[s - 1], source_ends[s]) is source s's
+  list(&all, &source_ends);
   spec_.out_height = opts_.height;
   spec_.out_width = opts_.width;
   spec_.channels = opts_.channels;
@@ -181,7 +203,21 @@ DistractorPool::Impl::Impl(DistractorPoolOptions opts) : opts_(std::move(opts)) 
   slots_.resize(static_cast<size_t>(opts_.size));
 
   fill();
+  check_every_source_decodes(all, source_ends);
+  try {  // from here on threads and CUDA events exist: close() releases them
+    start_staging();
+  } catch (...) {
+    try {
+      close();
+    } catch (const std::exception& e) {  // the first error is the one to report
+      std::fprintf(stderr, "obsaug: DistractorPool: error while closing: %s\n", e.what());
+    }
+    throw;
+  }
+}
 
+// The staging slots, their CUDA events, and the sync decoder or the workers.
+void DistractorPool::Impl::start_staging() {
   const int64_t staging_slots = opts_.mode == RefreshMode::kAsync
                                     ? int64_t{opts_.threads} * kStagingPerWorker
                                     : (cuda_ ? std::max<int64_t>(1, opts_.per_call) : 1);
@@ -192,9 +228,11 @@ DistractorPool::Impl::Impl(DistractorPoolOptions opts) : opts_(std::move(opts)) 
 #ifdef OBSAUG_WITH_CUDA
   if (cuda_) {
     c10::cuda::CUDAGuard guard(opts_.device);
-    copy_done_.resize(static_cast<size_t>(staging_slots));
-    for (auto& event : copy_done_) {
+    copy_done_.reserve(static_cast<size_t>(staging_slots));
+    for (int64_t k = 0; k < staging_slots; ++k) {  // copy_done_ holds only created events
+      cudaEvent_t event;
       C10_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+      copy_done_.push_back(event);
     }
   }
 #endif
@@ -203,6 +241,88 @@ DistractorPool::Impl::Impl(DistractorPoolOptions opts) : opts_(std::move(opts)) 
     for (int64_t k = staging_slots - 1; k >= 0; --k) sync_free_.push_back(static_cast<uint32_t>(k));
   } else {
     start_workers();
+  }
+}
+
+// Lists the sources one by one (made absolute first, so that a later chdir
+// changes nothing), keeps this rank's share in refs_ and its PoolListing.
+void DistractorPool::Impl::list(std::vector<ImageRef>* all, std::vector<size_t>* source_ends) {
+  for (std::string& source : opts_.sources) {
+    if (!source.empty()) source = std::filesystem::absolute(source).string();
+  }
+  ListingReport report;
+  std::vector<size_t> source_of;  // per entry of *all
+  for (size_t s = 0; s < opts_.sources.size(); ++s) {
+    std::vector<ImageRef> refs = list_source(opts_.sources[s], &report);
+    all->insert(all->end(), std::make_move_iterator(refs.begin()),
+                std::make_move_iterator(refs.end()));
+    source_of.resize(all->size(), s);
+    source_ends->push_back(all->size());
+  }
+  refs_ = shard_refs(*all, opts_.rank, opts_.world_size);
+  failed_ = report.failed;  // missing list entries, truncated shards: counted with the rest
+  listing_failures_ = std::move(report.first_failures);
+  if (refs_.size() > UINT32_MAX) {
+    throw std::invalid_argument("DistractorPool: at most 2^32 - 1 images per rank, got " +
+                                std::to_string(refs_.size()));
+  }
+  // shard_refs keeps all[rank + j * world_size] as refs_[j].
+  uint64_t fingerprint = image_checksum(nullptr, 0);
+  std::string entry;
+  for (size_t j = 0; j < refs_.size(); ++j) {
+    const ImageRef& ref = refs_[j];
+    const size_t i = static_cast<size_t>(opts_.rank) + j * static_cast<size_t>(opts_.world_size);
+    entry.assign(reinterpret_cast<const char*>(&fingerprint), sizeof fingerprint);
+    entry += name_in_source(ref, opts_.sources[source_of[i]]);
+    entry += '\0';
+    entry += ref.member;
+    entry += '\0';
+    entry.append(reinterpret_cast<const char*>(&ref.size), sizeof ref.size);
+    fingerprint = image_checksum(reinterpret_cast<const uint8_t*>(entry.data()), entry.size());
+  }
+  listing_ = PoolListing{refs_.size(), fingerprint};
+}
+
+// DESIGN.md section 4: a source with no usable image is an error at start-up
+// naming it, also beside good sources. The fill's slots show which sources
+// gave an image; each other one is tried in listing order, all ranks' files
+// of it, until one decodes. These tries are checks only: they neither count
+// in stats() nor call before_decode.
+void DistractorPool::Impl::check_every_source_decodes(const std::vector<ImageRef>& all,
+                                                      const std::vector<size_t>& source_ends) {
+  std::vector<char> usable(source_ends.size(), 0);
+  for (const SlotInfo& slot : slots_) {  // refs_[j] is all[rank + j * world_size]
+    const size_t i = static_cast<size_t>(opts_.rank) +
+                     static_cast<size_t>(slot.ref_index) * static_cast<size_t>(opts_.world_size);
+    const auto s =
+        std::upper_bound(source_ends.begin(), source_ends.end(), i) - source_ends.begin();
+    usable[static_cast<size_t>(s)] = 1;
+  }
+  ImageDecoder decoder(opts_.limits);
+  std::vector<uint8_t> scratch(image_bytes_);
+  for (size_t s = 0; s < source_ends.size(); ++s) {
+    const size_t begin = s == 0 ? 0 : source_ends[s - 1];
+    std::vector<std::string> reasons;  // the first few
+    for (size_t i = begin; i < source_ends[s] && !usable[s]; ++i) {
+      try {
+        const std::vector<uint8_t> bytes = read_image_bytes(all[i], opts_.limits.max_bytes);
+        decoder.decode_augmented(bytes.data(), bytes.size(), all[i].display_name(), spec_,
+                                 opts_.seed, 0, scratch.data());
+        usable[s] = 1;
+      } catch (const DecodeError& e) {
+        if (reasons.size() < kMaxReportedFailures) reasons.push_back(e.what());
+      } catch (const SourceError& e) {
+        if (reasons.size() < kMaxReportedFailures) reasons.push_back(e.what());
+      }
+    }
+    if (!usable[s]) {
+      const size_t n = source_ends[s] - begin;
+      throw SourceError("DistractorPool: image source " + opts_.sources[s] +
+                        " holds no usable image: all " + std::to_string(n) + " of its listed " +
+                        (n == 1 ? "file" : "files") + " failed to read or decode (" +
+                        join_paths(reasons, "; ") + (n > reasons.size() ? "; ..." : "") +
+                        "); remove it from the sources or give it a decodable JPEG or PNG");
+    }
   }
 }
 
@@ -263,10 +383,16 @@ void DistractorPool::Impl::validate() const {
   }
 }
 
+// Counts every failure; reports the first kMaxReportedFailures files, each
+// once (a file fails again each epoch).
 void DistractorPool::Impl::record_failure(const ImageRef& ref, const char* message) {
   failed_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(failures_mu_);
-  if (failures_.size() < kMaxReportedFailures) failures_.push_back({ref.display_name(), message});
+  if (failures_.size() >= kMaxReportedFailures) return;
+  std::string name = ref.display_name();
+  const bool reported = std::any_of(failures_.begin(), failures_.end(),
+                                    [&](const DecodeFailure& f) { return f.path == name; });
+  if (!reported) failures_.push_back({std::move(name), message});
 }
 
 bool DistractorPool::Impl::decode_one(ImageDecoder& decoder, uint64_t serial, uint8_t* out,
@@ -339,7 +465,13 @@ void DistractorPool::Impl::fill() {
         static_cast<int>(std::min<size_t>(static_cast<size_t>(std::max(1, opts_.threads)), m));
     std::vector<std::thread> threads;
     running = n_threads;
-    for (int t = 0; t < n_threads; ++t) threads.emplace_back(job);
+    try {
+      for (int t = 0; t < n_threads; ++t) threads.emplace_back(job);
+    } catch (...) {  // a thread did not start: stop and join those that did
+      abort = true;
+      for (auto& t : threads) t.join();
+      throw;
+    }
     while (progress && running.load() > 0) {
       std::fprintf(stderr, "\robsaug: filling the distractor pool: %lld / %lld images",
                    static_cast<long long>(filled.load()), static_cast<long long>(P));
@@ -392,6 +524,7 @@ void DistractorPool::Impl::start_workers() {
   }
   for (size_t w = 0; w < workers_.size(); ++w) {
     workers_[w]->thread = std::thread([this, w] { worker_main(w); });
+    if (opts_.after_worker_start) opts_.after_worker_start(static_cast<int>(w));
   }
 }
 
@@ -577,15 +710,38 @@ void DistractorPool::Impl::set_cursor(const PoolCursor& cursor) {
   written_call_sum_ = cursor.calls * static_cast<uint64_t>(opts_.size);
 }
 
-void DistractorPool::Impl::restore(const PoolCursor& cursor,
-                                   const std::vector<uint64_t>& slot_serials) {
+void DistractorPool::Impl::restore(const PoolState& state) {
   if (closed_) throw std::logic_error("DistractorPool::restore after close()");
   const uint64_t P = static_cast<uint64_t>(opts_.size);
-  if (slot_serials.size() != P) {
+  const std::vector<uint64_t>& slot_serials = state.slot_serials;
+  if (slot_serials.size() != P || state.slot_checksums.size() != P) {
     throw std::invalid_argument(
-        "DistractorPool::restore: slot_serials must hold one serial per "
-        "slot (" +
-        std::to_string(P) + "), got " + std::to_string(slot_serials.size()));
+        "DistractorPool::restore: slot_serials and slot_checksums must hold one entry per slot "
+        "(" +
+        std::to_string(P) + "), got " + std::to_string(slot_serials.size()) + " and " +
+        std::to_string(state.slot_checksums.size()));
+  }
+  const std::string retry = "; restore with the sources the state was taken with";
+  const std::string rank_files =
+      opts_.world_size > 1
+          ? " (rank " + std::to_string(opts_.rank) + " of " + std::to_string(opts_.world_size) + ")"
+          : "";
+  if (state.listing.files != listing_.files) {
+    throw SourceError("DistractorPool::restore: the sources now list " +
+                      std::to_string(listing_.files) + " files" + rank_files + ", " +
+                      std::to_string(state.listing.files) + " when the state was taken" +
+                      (state.listing.files == 0 ? " (a state without its listing)"
+                                                : " (files added or deleted since)") +
+                      "; its serials would name other files" + retry);
+  }
+  if (state.listing.fingerprint != listing_.fingerprint) {
+    throw SourceError(
+        "DistractorPool::restore: the sources list " + std::to_string(listing_.files) + " files" +
+        rank_files +
+        ", as many as when the state was taken, but not the same ones (listing "
+        "fingerprint " +
+        hex(listing_.fingerprint) + ", the state's " + hex(state.listing.fingerprint) +
+        "): a file renamed, replaced or resized since, or the sources reordered" + retry);
   }
   // Decode everything first: a failure leaves the pool as it was.
   at::Tensor host = at::empty(images_.sizes(), at::TensorOptions().dtype(at::kByte));
@@ -597,35 +753,37 @@ void DistractorPool::Impl::restore(const PoolCursor& cursor,
     const uint32_t ref_index = file_for_serial(serial, refs_.size(), opts_.seed);
     const ImageRef& ref = refs_[ref_index];
     uint8_t* out = host_base + k * image_bytes_;
-    auto gone = [&](const char* why) {
-      return SourceError("DistractorPool::restore: slot " + std::to_string(k) + " held serial " +
-                         std::to_string(serial) + " (" + ref.display_name() +
-                         "), which no longer decodes: " + why +
-                         "; restore with the sources the state was taken with");
-    };
+    const std::string held = "DistractorPool::restore: slot " + std::to_string(k) +
+                             " held serial " + std::to_string(serial) + " (" + ref.display_name() +
+                             "), which ";
     try {
       const std::vector<uint8_t> bytes = read_image_bytes(ref, opts_.limits.max_bytes);
       decoder.decode_augmented(bytes.data(), bytes.size(), ref.display_name(), spec_, opts_.seed,
                                serial, out);
     } catch (const DecodeError& e) {
-      throw gone(e.what());
+      throw SourceError(held + "no longer decodes: " + e.what() + retry);
     } catch (const SourceError& e) {  // unreadable, gone, shrunk
-      throw gone(e.what());
+      throw SourceError(held + "no longer decodes: " + e.what() + retry);
+    }
+    const uint64_t checksum = image_checksum(out, image_bytes_);
+    if (checksum != state.slot_checksums[k]) {
+      throw SourceError(held + "now decodes to another image (checksum " + hex(checksum) +
+                        ", the state's " + hex(state.slot_checksums[k]) +
+                        "): the file changed since" + retry);
     }
     // The newest stamp below next_stamp that writes slot k (the fill's own
     // stamp k while fewer than P uploads are counted).
-    const uint64_t n = cursor.next_stamp;
+    const uint64_t n = state.cursor.next_stamp;
     const uint64_t stamp = n < P ? k : n - 1 - ((n - 1 - k) % P);
-    restored[k] = SlotInfo{serial, ref_index, image_checksum(out, image_bytes_), stamp, 0};
+    restored[k] = SlotInfo{serial, ref_index, checksum, stamp, 0};
   }
   images_.copy_(host);  // blocking on CUDA: restore is not on the hot path
   slots_ = std::move(restored);
-  set_cursor(cursor);
+  set_cursor(state.cursor);
 }
 
 void DistractorPool::Impl::close() {
-  if (closed_) return;
-  closed_ = true;
+  if (closed_.exchange(true)) return;
   stop_ = true;
   wake_workers();
   for (auto& worker : workers_) {
@@ -707,10 +865,21 @@ std::vector<uint64_t> DistractorPool::slot_serials() const {
   return serials;
 }
 
+PoolListing DistractorPool::listing() const { return impl_->listing_; }
+
+PoolState DistractorPool::state() const {
+  PoolState state{cursor(), impl_->listing_, slot_serials(), {}};
+  state.slot_checksums.reserve(impl_->slots_.size());
+  for (const SlotInfo& slot : impl_->slots_) state.slot_checksums.push_back(slot.checksum);
+  return state;
+}
+
 void DistractorPool::set_cursor(const PoolCursor& cursor) { impl_->set_cursor(cursor); }
 
-void DistractorPool::restore(const PoolCursor& cursor, const std::vector<uint64_t>& slot_serials) {
-  impl_->restore(cursor, slot_serials);
+void DistractorPool::restore(const PoolState& state) { impl_->restore(state); }
+
+bool operator==(const PoolListing& a, const PoolListing& b) {
+  return a.files == b.files && a.fingerprint == b.fingerprint;
 }
 
 uint32_t DistractorPool::ref_index_for_serial(uint64_t serial) const {

@@ -3,13 +3,18 @@
 // (kernels/augment.h), and kept fresh by background decoder threads.
 //
 // Life cycle
-//   - The constructor lists the sources (SourceError naming the path when one
-//     holds no image), shards them by (rank, world_size), and fills all P
-//     slots with max(1, `threads`) temporary threads (a progress line on
-//     stderr when it is a terminal). The fill is deterministic: slot k holds
-//     the k-th image of the seeded file order that decoded successfully. It
-//     gives up (SourceError) only once a run of consecutive failures covers a
-//     whole epoch of the file order, i.e. every file failed.
+//   - The constructor makes relative sources absolute (against the working
+//     directory then: a later chdir changes nothing), lists them (SourceError
+//     naming the path when one holds no image), shards them by (rank,
+//     world_size), and fills all P slots with max(1, `threads`) temporary
+//     threads (a progress line on stderr when it is a terminal). The fill is
+//     deterministic: slot k holds the k-th image of the seeded file order
+//     that decoded successfully. It gives up (SourceError) only once a run of
+//     consecutive failures covers a whole epoch of the file order, i.e. every
+//     file failed. Then every source must have given an image: one the fill
+//     did not draw from is tried in listing order (all ranks' files of it)
+//     until an image decodes; a source where none does is a SourceError
+//     naming it (those tries are checks: not counted in stats()).
 //   - async mode: `threads` workers then decode continuously into staging
 //     slots (pinned host memory when the device is CUDA). Each worker owns
 //     `kStagingPerWorker` staging slots and two Boost.Lockfree SPSC queues:
@@ -41,13 +46,17 @@
 // oldest first (round robin after the fill), so a slot's age is at most
 // about P / (images per call) calls.
 //
-// Save and restore: cursor() and slot_serials() are the pool's whole state;
-// restore() rebuilds the content from them (P decodes), so a sync-mode pool
-// restored from a saved state continues bit-exactly.
+// Save and restore: state() is the pool's whole state (the cursor, each
+// slot's serial and image checksum, and the listing its serials refer to);
+// restore() rebuilds the content from it (P decodes), so a sync-mode pool
+// restored from a saved state continues bit-exactly. A serial names a file
+// only through (number of files, seed), so restore() refuses a state taken
+// over another listing (a file added, deleted, renamed or resized since), and
+// an image that decodes to other pixels than it did (a file changed in place).
 //
 // Faults: a file that fails to read or decode (zero-byte, truncated, not an
 // image, too large, deleted mid-run) is skipped and counted, the first
-// kMaxReportedFailures kept with their messages; so are what the listing
+// kMaxReportedFailures files kept with their messages, each file once; so are what the listing
 // skipped (.txt entries naming no file, a truncated tar shard: ListingReport).
 // When 2 N decodes in a row have failed (N = this rank's files: every file,
 // e.g. the folder vanished), each async worker sleeps before its next try,
@@ -101,6 +110,10 @@ struct DistractorPoolOptions {
   // (fill, workers, sync refresh). An exception it throws is treated as if
   // the decode had thrown it.
   std::function<void(const ImageRef& ref, uint64_t serial)> before_decode;
+  // Test hook, called by the constructor after it started async worker w
+  // (0, 1, ...). An exception it throws fails the construction, as a failed
+  // thread start would: the workers already started are stopped and joined.
+  std::function<void(int worker)> after_worker_start;
 };
 
 // A skipped input: path = ImageRef::display_name() (or the list entry, the
@@ -135,6 +148,29 @@ struct PoolCursor {
   uint64_t next_serial = 0;  // serial of the next image to decode
   uint64_t next_stamp = 0;   // write stamp of the next upload (slot = stamp % P)
   uint64_t calls = 0;        // prepare_for_augment() calls so far
+};
+
+// What identifies the files a pool's serials refer to: serial s names file
+// file_for_serial(s, files, seed) of this rank's listing, so a state means
+// the same images only over the same listing.
+struct PoolListing {
+  uint64_t files = 0;  // this rank's files (refs().size())
+  // A hash, in listing order, of each file's name relative to the folder of
+  // its source (the directory itself; the folder holding a .txt list, a
+  // shard or an image file), its tar member and its size at listing time:
+  // moving the data set elsewhere keeps it, adding, deleting, renaming,
+  // reordering or resizing a file changes it.
+  uint64_t fingerprint = 0;
+};
+
+bool operator==(const PoolListing& a, const PoolListing& b);
+
+// The pool's whole state (DistractorPool::state(), restore()).
+struct PoolState {
+  PoolCursor cursor;
+  PoolListing listing;
+  std::vector<uint64_t> slot_serials;    // SlotInfo::serial of slots 0..P-1
+  std::vector<uint64_t> slot_checksums;  // SlotInfo::checksum of slots 0..P-1
 };
 
 class DistractorPool {
@@ -172,25 +208,31 @@ class DistractorPool {
   // Consumer thread: the serial each slot holds (slot_info(k).serial for
   // k = 0..P-1), the content half of a saved state.
   std::vector<uint64_t> slot_serials() const;
+  // Any thread: this rank's listing (fixed at construction).
+  PoolListing listing() const;
+  // Consumer thread: cursor(), listing() and each slot's serial and checksum.
+  PoolState state() const;
   // Consumer thread. Sets where the refresh continues; in async mode images
   // already staged still arrive, so only sync mode is exact.
   void set_cursor(const PoolCursor& cursor);
   // Consumer thread (not concurrently with prepare_for_augment), on CUDA with
-  // the augment stream current: makes the pool what it was when `cursor` and
-  // `slot_serials` (P entries, from cursor() / slot_serials()) were taken by
-  // a pool of the same options and sources. Decodes on the calling thread
-  // the image of each serial (its file from the seeded order, its crop and
-  // flip from Philox(seed, serial)) into its slot, with the SlotInfo the
-  // refresh would have written (stamp: the newest s < next_stamp with
-  // s % P == slot; written_call: cursor.calls, so ages restart at 0), then
-  // sets the cursor. Exact in sync mode; in async mode images the workers
-  // staged before the call still arrive at the next prepare_for_augment().
-  // All or nothing: every image is decoded before any slot is written, so on
-  // an exception the pool is unchanged. Throws std::invalid_argument unless
-  // slot_serials has P entries, SourceError naming the slot, serial and file
-  // when an image no longer reads or decodes (a file changed or deleted
-  // since), std::logic_error after close().
-  void restore(const PoolCursor& cursor, const std::vector<uint64_t>& slot_serials);
+  // the augment stream current: makes the pool what it was when `state` was
+  // taken (state()) by a pool of the same options and sources. Decodes on
+  // the calling thread the image of each serial (its file from the seeded
+  // order, its crop and flip from Philox(seed, serial)) into its slot, with
+  // the SlotInfo the refresh would have written (stamp: the newest
+  // s < next_stamp with s % P == slot; written_call: cursor.calls, so ages
+  // restart at 0), then sets the cursor. Exact in sync mode; in async mode
+  // images the workers staged before the call still arrive at the next
+  // prepare_for_augment(). All or nothing: every image is decoded and checked
+  // before any slot is written, so on an exception the pool is unchanged.
+  // Throws std::invalid_argument unless slot_serials and slot_checksums have
+  // P entries; SourceError when the listing differs from state.listing
+  // (naming the file counts, or the fingerprints when only the names or
+  // sizes differ), and naming the slot, serial and file when an image no
+  // longer reads or decodes, or decodes to another checksum than the state's
+  // (a file changed since); std::logic_error after close().
+  void restore(const PoolState& state);
 
   const DistractorPoolOptions& options() const;
   const std::vector<ImageRef>& refs() const;  // this rank's files, in listing order

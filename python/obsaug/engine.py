@@ -204,7 +204,7 @@ class Engine(Closing):
         """Counters: calls, samples, step, has_pool and the pool's ``pool_*`` statistics
         (``DistractorPool.stats`` with the prefix); ``pool_first_failures`` lists the
         inputs the pool skipped as ``{"path", "message"}``: the listing's first 5, then the
-        first 5 reads or decodes that failed (``pool_failed`` counts all)."""
+        first 5 files whose read or decode failed, each once (``pool_failed`` counts all)."""
         return self._native.stats()
 
     def state_dict(self) -> Dict[str, Any]:

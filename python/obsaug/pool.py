@@ -13,8 +13,9 @@ decode is skipped and counted in ``stats()``. ``rank`` / ``world_size`` give
 this process a disjoint share of the files.
 
 ``state_dict()`` / ``load_state_dict()`` save and restore the pool: its
-refresh cursor and the serial each slot holds; loading re-decodes every slot
-(``size`` decodes), so a sync-mode pool continues bit-exactly. The object is
+refresh cursor, the serial and image checksum of each slot, and the listing
+the serials refer to; loading re-decodes every slot (``size`` decodes), so a
+sync-mode pool continues bit-exactly, and refuses sources whose files changed. The object is
 not thread-safe: one thread refreshes, restores and closes it. Use it as a
 context manager, or call ``close()``, to stop the decoder threads.
 """
@@ -31,7 +32,8 @@ from ._closing import Closing
 __all__ = ["DistractorPool"]
 
 _Sources = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
-_STATE_KEYS = ("next_serial", "next_stamp", "calls", "slot_serials")
+_STATE_KEYS = ("next_serial", "next_stamp", "calls", "slot_serials", "slot_checksums",
+               "num_files", "listing_fingerprint")
 
 
 class DistractorPool(Closing):
@@ -45,7 +47,8 @@ class DistractorPool(Closing):
                  worker_nice: int = 10):
         """Lists the sources and blocks until all ``size`` slots hold a decoded image.
 
-        sources: a path or a list of paths. image_size: ``H`` or ``(H, W)`` of each
+        sources: a path or a list of paths (relative ones are taken against the working
+        directory now, and kept absolute). image_size: ``H`` or ``(H, W)`` of each
         slot (random-resized-cropped to it). channels: 3 (RGB) or 1 (grayscale).
         threads: fill threads (0 fills with one), and the decoder threads of
         mode="async" (0: none, the pool keeps its fill).
@@ -110,27 +113,36 @@ class DistractorPool(Closing):
         return list(self._native.slot_serials())
 
     def state_dict(self) -> Dict[str, Any]:
-        """The cursor's ``next_serial``, ``next_stamp``, ``calls`` and the ``slot_serials``."""
-        state: Dict[str, Any] = dict(self._native.cursor)
-        state["slot_serials"] = self.slot_serials()
-        return state
+        """The cursor's ``next_serial``, ``next_stamp``, ``calls``; each slot's
+        ``slot_serials`` and ``slot_checksums``; and the listing they refer to:
+        ``num_files`` and ``listing_fingerprint`` (a hash of the files' names relative
+        to their source, tar members and sizes)."""
+        return self._native.state()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Makes the pool what it was when ``state`` was taken (by a pool with the same
         options and sources): re-decodes every slot's image, then sets the cursor.
 
         All or nothing: raises ValueError for a state without the keys of
-        ``state_dict()`` or with a different number of slots, RuntimeError naming the
-        slot and file when an image no longer decodes (the pool is then unchanged).
+        ``state_dict()`` or with a different number of slots; RuntimeError when the
+        sources list other files than when the state was taken (naming the file counts,
+        or the fingerprints when only names or sizes differ), and naming the slot and
+        file when an image no longer decodes or decodes to another image (the pool is
+        then unchanged).
         """
         if not isinstance(state, Mapping):
             raise TypeError(f"state must be a mapping (from state_dict()), got {type(state).__name__}")
         missing = [key for key in _STATE_KEYS if key not in state]
         if missing:
             raise ValueError(f"state is missing {missing} (expected the keys of "
-                             f"DistractorPool.state_dict(): {', '.join(_STATE_KEYS)})")
-        cursor = {key: int(state[key]) for key in _STATE_KEYS[:3]}
-        self._native.restore(cursor, [int(s) for s in state["slot_serials"]])
+                             f"DistractorPool.state_dict(): {', '.join(_STATE_KEYS)}; a state "
+                             f"saved before slot_checksums, num_files and listing_fingerprint "
+                             f"existed cannot be restored exactly: take a new one)")
+        native = {key: int(state[key]) for key in ("next_serial", "next_stamp", "calls",
+                                                   "num_files", "listing_fingerprint")}
+        for key in ("slot_serials", "slot_checksums"):
+            native[key] = [int(v) for v in state[key]]
+        self._native.restore(native)
 
     def __repr__(self) -> str:
         return repr(self._native)

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -44,8 +45,9 @@ bool have_photos() {
 #define SKIP_WITHOUT_PHOTOS() \
   if (!have_photos()) GTEST_SKIP() << "no " << kPhotos << " (bash scripts/fetch_photos.sh)"
 
-// Overlay + shift over the photos with a small pool.
-Config small_config(const std::string& mode, int64_t pool_size = 12, uint64_t seed = 3) {
+// Overlay + shift over the photos (or `source`) with a small pool.
+Config small_config(const std::string& mode, int64_t pool_size = 12, uint64_t seed = 3,
+                    const std::string& source = kPhotos) {
   const std::string text = "seed: " + std::to_string(seed) +
                            "\n"
                            "frames: {stack: 3, channels: 3, height: 40, width: 48}\n"
@@ -57,7 +59,7 @@ Config small_config(const std::string& mode, int64_t pool_size = 12, uint64_t se
                            std::to_string(pool_size) +
                            "\n"
                            "  sources: ['" +
-                           kPhotos +
+                           source +
                            "']\n"
                            "  refresh: {threads: 2, mode: " +
                            mode + ", per_call: 3}\n";
@@ -194,6 +196,53 @@ TEST(Engine, SyncStateRoundTripGivesIdenticalOutputs) {
   Config other_seed = small_config("sync", 12, 4);
   Engine wrong(other_seed);
   EXPECT_THROW(wrong.load_state(saved), std::invalid_argument);
+}
+
+// A sync state names its pool's listing: loaded after a file of the sources
+// was deleted (every serial would name another file) it is refused with a
+// SourceError, and the engine keeps its step and pool; a state without the
+// listing (pool_files 0) is refused too.
+TEST(Engine, SyncStateIsRefusedAfterTheSourcesChanged) {
+  SKIP_WITHOUT_PHOTOS();
+  testing::TempDir photos;
+  int copied = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kPhotos)) {
+    if (entry.path().extension() != ".jpg" || copied == 6) continue;
+    std::filesystem::copy_file(entry.path(), photos.path() / entry.path().filename());
+    ++copied;
+  }
+  ASSERT_EQ(copied, 6);
+  const at::Tensor obs = random_obs(4, 9, 40, 48, 3);
+  const Config config = small_config("sync", 4, 3, photos.path().string());
+  EngineState saved;
+  {
+    Engine first(config);
+    first.augment(obs);
+    saved = first.state();
+  }
+  EXPECT_EQ(saved.pool_files, 6u);
+  EXPECT_EQ(saved.pool_checksums.size(), 4u);
+  {
+    Engine same(config);
+    same.load_state(saved);  // unchanged sources: accepted
+    EXPECT_EQ(same.step(), 1u);
+    EngineState without_listing = saved;
+    without_listing.pool_files = 0;
+    expect_mentions(error_of<SourceError>([&] { same.load_state(without_listing); }),
+                    {"a state without its listing"});
+  }
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(photos.path())) {
+    files.push_back(entry.path());
+  }
+  std::filesystem::remove(*std::min_element(files.begin(), files.end()));
+  Engine changed(config);
+  const at::Tensor pool_before = changed.pool()->images().clone();
+  expect_mentions(
+      error_of<SourceError>([&] { changed.load_state(saved); }),
+      {"the sources now list 5 files, 6 when the state was taken", "files added or deleted since"});
+  EXPECT_EQ(changed.step(), 0u);
+  EXPECT_TRUE(at::equal(changed.pool()->images(), pool_before));
 }
 
 TEST(Engine, ThreadsAugmentWhileAsyncRefreshRuns) {

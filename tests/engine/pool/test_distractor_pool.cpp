@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <turbojpeg.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -26,6 +28,9 @@ namespace obsaug {
 namespace {
 
 using Bytes = std::vector<uint8_t>;
+using testing::error_of;
+using testing::expect_mentions;
+using testing::read_file;
 using testing::TempDir;
 using testing::write_file;
 using testing::write_text;
@@ -458,14 +463,19 @@ TEST(DistractorPool, RestoreRebuildsTheContentAndContinuesExactly) {
   const DistractorPoolOptions o = small_options(dir, 10, RefreshMode::kSync);
   DistractorPool a(o);
   for (int i = 0; i < 5; ++i) a.prepare_for_augment();  // 15 uploads: stamps wrap once
-  const PoolCursor cursor = a.cursor();
-  const std::vector<uint64_t> serials = a.slot_serials();
+  const PoolState state = a.state();
+  const PoolCursor cursor = state.cursor;
+  const std::vector<uint64_t> serials = state.slot_serials;
   const at::Tensor saved = a.images().clone();
   ASSERT_EQ(serials.size(), 10u);
+  EXPECT_EQ(serials, a.slot_serials());
+  EXPECT_EQ(state.listing.files, 8u);
+  for (int64_t k = 0; k < 10; ++k) EXPECT_EQ(state.slot_checksums[k], a.slot_info(k).checksum);
 
   DistractorPool b(o);
   ASSERT_FALSE(at::equal(b.images(), saved));
-  b.restore(cursor, serials);
+  EXPECT_TRUE(b.listing() == state.listing);
+  b.restore(state);
   EXPECT_TRUE(at::equal(b.images(), saved));
   EXPECT_EQ(b.slot_serials(), serials);
   EXPECT_EQ(b.cursor().next_serial, cursor.next_serial);
@@ -494,17 +504,19 @@ TEST(DistractorPool, RestoreFailuresLeaveThePoolUnchanged) {
   const DistractorPoolOptions o = small_options(dir, 6, RefreshMode::kSync);
   DistractorPool a(o);
   a.prepare_for_augment();
-  const PoolCursor cursor = a.cursor();
-  const std::vector<uint64_t> serials = a.slot_serials();
+  const PoolState state = a.state();
+  const std::vector<uint64_t>& serials = state.slot_serials;
 
   DistractorPool b(o);
   const at::Tensor before = b.images().clone();
   const std::vector<uint64_t> serials_before = b.slot_serials();
   try {
-    b.restore(cursor, std::vector<uint64_t>(serials.begin(), serials.end() - 1));
+    PoolState short_state = state;
+    short_state.slot_serials.pop_back();
+    b.restore(short_state);
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("one serial per slot (6), got 5"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("one entry per slot (6), got 5 and 6"), std::string::npos)
         << e.what();
   }
   // The file of the last slot's serial is deleted: it no longer decodes.
@@ -512,7 +524,7 @@ TEST(DistractorPool, RestoreFailuresLeaveThePoolUnchanged) {
   const std::string gone_path = b.refs()[gone].path;
   std::filesystem::remove(gone_path);
   try {
-    b.restore(cursor, serials);
+    b.restore(state);
     FAIL() << "expected SourceError";
   } catch (const SourceError& e) {
     const std::string what = e.what();
@@ -526,7 +538,158 @@ TEST(DistractorPool, RestoreFailuresLeaveThePoolUnchanged) {
   EXPECT_EQ(b.cursor().next_stamp, 6u);
 
   b.close();
-  EXPECT_THROW(b.restore(cursor, serials), std::logic_error);
+  EXPECT_THROW(b.restore(state), std::logic_error);
+}
+
+// restore() refuses a state taken over another listing: serial s names file
+// file_for_serial(s, N, seed), so with a file added or deleted (N changes),
+// renamed or resized (N stays) every serial would name another image. The
+// same files moved elsewhere keep the listing; a file rewritten in place at
+// its old size is caught by the slot checksums. The pool stays as it was.
+TEST(DistractorPool, RestoreRefusesAStateOfAnotherListing) {
+  JpegDir dir(6);
+  const DistractorPoolOptions o = small_options(dir, 4, RefreshMode::kSync);
+  PoolState state;
+  at::Tensor saved;
+  {
+    DistractorPool a(o);
+    a.prepare_for_augment();
+    state = a.state();
+    saved = a.images().clone();
+  }
+  TempDir moved;
+  std::filesystem::copy(dir.path(), moved.path(), std::filesystem::copy_options::recursive);
+  const DistractorPoolOptions o_moved = small_options(moved, 4, RefreshMode::kSync);
+  {
+    DistractorPool b(o_moved);
+    EXPECT_TRUE(b.listing() == state.listing);
+    b.restore(state);
+    EXPECT_TRUE(at::equal(b.images(), saved));
+  }
+  std::filesystem::remove(moved / "img00.jpg");
+  {
+    DistractorPool b(o_moved);
+    const at::Tensor before = b.images().clone();
+    expect_mentions(error_of<SourceError>([&] { b.restore(state); }),
+                    {"the sources now list 5 files, 6 when the state was taken",
+                     "files added or deleted since", "restore with the sources the state was"});
+    EXPECT_TRUE(at::equal(b.images(), before));
+  }
+  write_file(moved / "renamed.jpg", read_file(dir / "img00.jpg"));
+  {
+    DistractorPool b(o_moved);
+    const at::Tensor before = b.images().clone();
+    expect_mentions(error_of<SourceError>([&] { b.restore(state); }),
+                    {"the sources list 6 files",
+                     "as many as when the state was taken, but not the "
+                     "same ones",
+                     "a file renamed, replaced or resized since"});
+    EXPECT_TRUE(at::equal(b.images(), before));
+  }
+
+  DistractorPool c(o);
+  PoolState without_listing = state;
+  without_listing.listing = PoolListing{};
+  expect_mentions(error_of<SourceError>([&] { c.restore(without_listing); }),
+                  {"now list 6 files, 0 when the state was taken (a state without its listing)"});
+  // Slot 0's file rewritten as another JPEG padded to the old size (bytes
+  // after the end-of-image marker are not read).
+  const std::string rewritten = c.refs()[c.ref_index_for_serial(state.slot_serials[0])].path;
+  Bytes other = make_jpeg(48, 36, 5);
+  const size_t old_size = std::filesystem::file_size(rewritten);
+  ASSERT_LT(other.size(), old_size);
+  other.resize(old_size, 0);
+  write_file(rewritten, other);
+  const at::Tensor before = c.images().clone();
+  expect_mentions(error_of<SourceError>([&] { c.restore(state); }),
+                  {"slot 0 held serial", rewritten.c_str(), "now decodes to another image",
+                   "the file changed since"});
+  EXPECT_TRUE(at::equal(c.images(), before));
+  EXPECT_EQ(c.cursor().calls, 0u);
+}
+
+// DESIGN.md section 4: a source with no usable image is an error at start-up
+// naming it, also beside a good source, whether or not the fill drew from it.
+// A source with one decodable file is usable even when the fill never drew
+// from it; checking it costs no counted decode.
+TEST(DistractorPool, EverySourceMustHoldAUsableImage) {
+  JpegDir good(5);
+  TempDir bad;
+  write_file(bad / "empty.jpg", {});
+  write_file(bad / "noise.jpg", Bytes(300, 0xFF));
+  for (const RefreshMode mode : {RefreshMode::kSync, RefreshMode::kAsync}) {
+    for (const int64_t size : {1, 8}) {  // size 1: the fill need not reach `bad`
+      DistractorPoolOptions o = small_options(good, size, mode);
+      o.sources = {good.path().string(), bad.path().string()};
+      const std::string named = "image source " + bad.path().string() + " holds no usable image";
+      expect_mentions(error_of<SourceError>([&] { DistractorPool pool(o); }),
+                      {named.c_str(), "all 2 of its listed files failed to read or decode",
+                       "empty.jpg", "noise.jpg", "remove it from the sources"});
+    }
+  }
+  write_file(bad / "photo.jpg", make_jpeg(64, 48, 3));
+  DistractorPoolOptions o = small_options(good, 1, RefreshMode::kSync);
+  o.sources = {bad.path().string(), good.path().string()};
+  DistractorPool pool(o);
+  EXPECT_EQ(pool.refs().size(), 8u);
+  EXPECT_EQ(pool.stats().decoded, 1u);
+}
+
+// A file that fails again each epoch is reported once: first_failures names
+// distinct files, while `failed` counts every failure.
+TEST(DistractorPool, FirstFailuresNameEachFileOnce) {
+  JpegDir dir(2);
+  write_file(dir / "empty.jpg", {});
+  write_file(dir / "noise.jpg", Bytes(300, 0xFF));
+  DistractorPool pool(small_options(dir, 2, RefreshMode::kSync));
+  for (int i = 0; i < 10; ++i) pool.prepare_for_augment();  // about 15 epochs of 4 files
+  const DistractorPoolStats s = pool.stats();
+  EXPECT_GT(s.failed, 10u);
+  ASSERT_EQ(s.first_failures.size(), 2u);
+  std::set<std::string> names;
+  for (const auto& f : s.first_failures) {
+    names.insert(std::filesystem::path(f.path).filename().string());
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"empty.jpg", "noise.jpg"}));
+}
+
+// Relative sources are made absolute at construction: a later chdir does not
+// make every refresh read fail.
+TEST(DistractorPool, RelativeSourcesAreMadeAbsoluteAtConstruction) {
+  JpegDir dir(4);
+  DistractorPoolOptions o = small_options(dir, 2, RefreshMode::kSync);
+  o.sources = {dir.path().filename().string()};
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path().parent_path());
+  std::unique_ptr<DistractorPool> pool;
+  try {
+    pool = std::make_unique<DistractorPool>(o);
+  } catch (...) {
+    std::filesystem::current_path(cwd);
+    throw;
+  }
+  std::filesystem::current_path(cwd);
+  EXPECT_EQ(pool->options().sources, std::vector<std::string>{dir.path().string()});
+  for (int i = 0; i < 4; ++i) pool->prepare_for_augment();
+  const DistractorPoolStats s = pool->stats();
+  EXPECT_EQ(s.failed, 0u);
+  EXPECT_EQ(s.uploaded, 12u);
+}
+
+// A construction that fails after some workers started (a thread that could
+// not start, here the test hook) stops and joins them: the exception reaches
+// the caller instead of std::terminate.
+TEST(DistractorPool, ConstructionFailingAfterWorkersStartedJoinsThem) {
+  JpegDir dir(3);
+  DistractorPoolOptions o = small_options(dir, 4, RefreshMode::kAsync);
+  o.threads = 3;
+  int started = 0;
+  o.after_worker_start = [&](int worker) {
+    started = worker + 1;
+    if (worker == 1) throw std::system_error(EAGAIN, std::generic_category(), "thread 3");
+  };
+  expect_mentions(error_of<std::system_error>([&] { DistractorPool pool(o); }), {"thread 3"});
+  EXPECT_EQ(started, 2);
 }
 
 TEST(DistractorPool, GrayscaleAndShardedPools) {
@@ -754,6 +917,27 @@ TEST(DistractorPoolCuda, StressNoTornImagesOnTheDevice) {
     }
   }
   pool.close();
+}
+
+// CUDA: a construction failing after its copy events were created and its
+// workers started stops the workers and destroys the events (close()), again
+// and again; a pool built afterwards works.
+TEST(DistractorPoolCuda, ConstructionFailingAfterWorkersStartedReleasesEvents) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  JpegDir dir(3);
+  DistractorPoolOptions o = small_options(dir, 4, RefreshMode::kAsync);
+  o.device = c10::Device("cuda:0");
+  o.threads = 2;
+  o.after_worker_start = [](int worker) {
+    if (worker == 1) throw std::system_error(EAGAIN, std::generic_category(), "thread 2");
+  };
+  for (int i = 0; i < 3; ++i) {
+    expect_mentions(error_of<std::system_error>([&] { DistractorPool pool(o); }), {"thread 2"});
+  }
+  o.after_worker_start = nullptr;
+  DistractorPool pool(o);
+  pool.prepare_for_augment();
+  EXPECT_TRUE(pool.images().is_cuda());
 }
 
 // CUDA sync mode: the same images as the CPU pool, call after call.

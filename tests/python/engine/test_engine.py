@@ -3,7 +3,9 @@ augment_ against the stateless op, float output, state_dict round trips
 (sync mode: identical outputs), stats, the context manager, threads, and
 input errors. Skips where the native module has no Engine (built without
 the pool or yaml-cpp) or the photographs are absent."""
+import os
 import pathlib
+import shutil
 import threading
 
 import pytest
@@ -152,6 +154,30 @@ def test_state_dict_round_trip_gives_identical_outputs():
             other.load_state_dict(state)
         with pytest.raises(ValueError, match="missing 'pool_serial'"):
             other.load_state_dict({"seed": 4, "step": 0})
+
+
+def test_sync_state_is_refused_after_a_source_file_was_deleted(tmp_path):
+    # The state names the pool's listing: with one file gone every serial
+    # would name another file, and the resumed run would silently differ.
+    names = sorted(n for n in os.listdir(PHOTOS) if n.lower().endswith((".jpg", ".jpeg")))[:6]
+    for name in names:
+        shutil.copy(os.path.join(PHOTOS, name), tmp_path / name)
+    config = small_config("sync")
+    config["pool"]["sources"] = [str(tmp_path)]
+    config["pool"]["size"] = 4
+    obs = obs_batch(4)
+    with obsaug.Engine(config) as first:
+        first.augment(obs)
+        state = first.state_dict()
+    assert state["pool_files"] == 6 and len(state["pool_checksums"]) == 4
+    (tmp_path / names[0]).unlink()
+    with obsaug.Engine(config) as changed:
+        with pytest.raises(RuntimeError, match="the sources now list 5 files, 6 when the state "
+                                               "was taken"):
+            changed.load_state_dict(state)
+        assert changed.step == 0
+        with pytest.raises(ValueError, match="missing 'pool_listing'.*take a new one"):
+            changed.load_state_dict({k: v for k, v in state.items() if k != "pool_listing"})
 
 
 def test_stats_keys_and_counts():

@@ -55,8 +55,10 @@ def test_state_dict_round_trip_continues_bit_exactly():
         for _ in range(3):  # 15 uploads over 12 slots
             a.refresh()
         state = a.state_dict()
-        assert set(state) == {"next_serial", "next_stamp", "calls", "slot_serials"}
+        assert set(state) == {"next_serial", "next_stamp", "calls", "slot_serials",
+                              "slot_checksums", "num_files", "listing_fingerprint"}
         assert state["slot_serials"] == a.slot_serials() and len(state["slot_serials"]) == 12
+        assert len(state["slot_checksums"]) == 12 and state["num_files"] == a.num_files
         assert state["calls"] == 3 and state["next_stamp"] == 12 + 15
         saved = a.images.clone()
         assert not torch.equal(b.images, saved)
@@ -95,7 +97,7 @@ def test_load_state_dict_rejects_bad_states_and_keeps_the_pool(tmp_path):
             b.load_state_dict([1, 2, 3])
         with pytest.raises(ValueError, match=r"state is missing \['slot_serials'\]"):
             b.load_state_dict({k: v for k, v in state.items() if k != "slot_serials"})
-        with pytest.raises(ValueError, match="one serial per slot"):
+        with pytest.raises(ValueError, match=r"one entry per slot \(6\), got 5 and 6"):
             b.load_state_dict(dict(state, slot_serials=state["slot_serials"][:-1]))
         for name in names:  # every file gone: no slot can be restored
             (tmp_path / name).unlink()
@@ -103,3 +105,51 @@ def test_load_state_dict_rejects_bad_states_and_keeps_the_pool(tmp_path):
             b.load_state_dict(state)
         assert torch.equal(b.images, before)
         assert b.slot_serials() == serials
+
+
+def test_load_state_dict_refuses_sources_that_list_other_files(tmp_path):
+    # A serial names a file through the number of files: with one file added,
+    # every serial would name another image, so the state is refused.
+    names = sorted(n for n in os.listdir(PHOTOS) if n.lower().endswith((".jpg", ".jpeg")))[:6]
+    for name in names[:5]:
+        shutil.copy(os.path.join(PHOTOS, name), tmp_path / name)
+    with make_pool(str(tmp_path), size=6) as a:
+        a.refresh()
+        state = a.state_dict()
+    shutil.copy(os.path.join(PHOTOS, names[5]), tmp_path / names[5])
+    with make_pool(str(tmp_path), size=6) as b:
+        before = b.images.clone()
+        with pytest.raises(RuntimeError, match="the sources now list 6 files, 5 when the state "
+                                               r"was taken \(files added or deleted since\)"):
+            b.load_state_dict(state)
+        assert torch.equal(b.images, before)
+        with pytest.raises(ValueError, match=r"state is missing \['listing_fingerprint'\].*"
+                                             "take a new one"):
+            b.load_state_dict({k: v for k, v in state.items() if k != "listing_fingerprint"})
+
+
+def test_relative_sources_are_made_absolute_at_construction(tmp_path, monkeypatch):
+    names = sorted(n for n in os.listdir(PHOTOS) if n.lower().endswith((".jpg", ".jpeg")))[:3]
+    (tmp_path / "photos").mkdir()
+    for name in names:
+        shutil.copy(os.path.join(PHOTOS, name), tmp_path / "photos" / name)
+    monkeypatch.chdir(tmp_path)
+    with make_pool("photos", size=4, per_call=2) as pool:
+        monkeypatch.chdir("/")
+        before = pool.images.clone()
+        for _ in range(3):
+            pool.refresh()
+        stats = pool.stats()
+        assert stats["failed"] == 0 and stats["uploaded"] == 6
+        assert not torch.equal(pool.images, before)
+
+
+def test_a_source_without_usable_image_beside_a_good_one_is_an_error(tmp_path):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "empty.jpg").write_bytes(b"")
+    (bad / "text.png").write_bytes(b"hello")
+    for size in (1, 12):  # size 1: the fill need not draw from the bad source at all
+        with pytest.raises(RuntimeError, match=f"image source {bad} holds no usable image: all 2 "
+                                               "of its listed files failed to read or decode"):
+            make_pool([PHOTOS, str(bad)], size=size)
