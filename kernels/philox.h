@@ -57,6 +57,12 @@ OBSAUG_HD uint32_t below(uint32_t r, uint32_t n) {
   return static_cast<uint32_t>((static_cast<uint64_t>(r) * n) >> 32);
 }
 
+// Uniform integer in [0, n) for n up to 2^32 (a replay buffer's slots):
+// floor(r * n / 2^32), the same as below(r, n) for every n < 2^32.
+OBSAUG_HD uint64_t below_wide(uint32_t r, uint64_t n) {
+  return (static_cast<uint64_t>(r) * n) >> 32;
+}
+
 // Uniform float in [0, 1) with 24 random bits.
 OBSAUG_HD float unit(uint32_t r) { return static_cast<float>(r >> 8) * (1.0f / 16777216.0f); }
 

@@ -448,7 +448,7 @@ struct ReplayBuffer::Impl {
   std::vector<int64_t> uniform_slots_for(uint64_t call, const std::vector<int64_t>& ids) const {
     const int64_t batch = static_cast<int64_t>(ids.size());
     std::vector<int64_t> out(static_cast<size_t>(batch));
-    const uint32_t size = static_cast<uint32_t>(ring.size());
+    const uint64_t size = static_cast<uint64_t>(ring.size());  // up to 2^32
     std::vector<int64_t> valid_slots;  // built only when rejection fails
     for (int64_t b = 0; b < batch; ++b) {
       int64_t chosen = -1;
@@ -456,7 +456,7 @@ struct ReplayBuffer::Impl {
       const uint32_t id = static_cast<uint32_t>(ids[static_cast<size_t>(b)]);
       for (uint32_t attempt = 0; attempt < kUniformAttempts && chosen < 0; ++attempt) {
         r = tree::replay_block(o.seed, call, id, attempt);
-        const int64_t slot = static_cast<int64_t>(below(r.v[0], size));
+        const int64_t slot = static_cast<int64_t>(below_wide(r.v[0], size));
         if (ring.valid(slot)) chosen = slot;
       }
       if (chosen < 0) {
@@ -465,7 +465,7 @@ struct ReplayBuffer::Impl {
             if (ring.valid(s)) valid_slots.push_back(s);
           }
         }
-        chosen = valid_slots[below(r.v[1], static_cast<uint32_t>(valid_slots.size()))];
+        chosen = valid_slots[below_wide(r.v[1], valid_slots.size())];
       }
       out[static_cast<size_t>(b)] = chosen;
     }

@@ -56,6 +56,22 @@ TEST(Philox, BelowCoversFullRange) {
   for (int v = 0; v < 9; ++v) EXPECT_GT(seen[v], 50) << "value " << v;
 }
 
+TEST(Philox, BelowWideReachesEverySlotOfAFull2To32Ring) {
+  // n = 2^32 (a replay buffer of that capacity): floor(r * 2^32 / 2^32) = r,
+  // every slot; a 32-bit n would wrap to 0 and give 0 for every r.
+  const uint64_t full = uint64_t{1} << 32;
+  for (const uint32_t r : {0u, 1u, 12345u, 0x80000000u, 0xffffffffu}) {
+    EXPECT_EQ(below_wide(r, full), r);
+  }
+  // Below 2^32 it is below(), draw for draw (the sampler's draws do not change).
+  for (const uint32_t n : {1u, 2u, 9u, 100000u, 0xfffffffeu, 0xffffffffu}) {
+    for (uint32_t b = 0; b < 64; ++b) {
+      const uint32_t r = draw_block(3, 4, b, 0, 0).v[0];
+      EXPECT_EQ(below_wide(r, n), below(r, n)) << "n " << n << " r " << r;
+    }
+  }
+}
+
 TEST(Philox, UnitIsInHalfOpenInterval) {
   EXPECT_EQ(unit(0u), 0.0f);
   EXPECT_LT(unit(0xffffffffu), 1.0f);
