@@ -35,7 +35,8 @@ void proportional_assign_cuda(tree::TreeView tree, const int64_t* slots, const d
 // Also writes each draw's leaf weight to leaf_weights[b], and min[1], sum[1]
 // (the smallest positive weight and the total) to leaf_weights[batch],
 // leaf_weights[batch + 1], so that one copy brings back all the host needs.
-// A total of 0 draws slot 0 everywhere (the caller then raises).
+// A total of 0 draws slot 0 everywhere (the caller then raises). A batch of
+// 0 (or less) launches nothing and writes nothing.
 void proportional_draw_cuda(tree::TreeView tree, uint64_t seed, uint64_t call, int64_t batch,
                             int64_t* slots, double* leaf_weights, cudaStream_t stream);
 #endif

@@ -102,6 +102,7 @@ void proportional_assign_cuda(tree::TreeView tree, const int64_t* slots, const d
 
 void proportional_draw_cuda(tree::TreeView tree, uint64_t seed, uint64_t call, int64_t batch,
                             int64_t* slots, double* leaf_weights, cudaStream_t stream) {
+  if (batch <= 0) return;  // no draws (and a grid of 0 blocks is not a valid launch)
   draw<<<blocks_for(batch), kThreads, 0, stream>>>(tree, seed, call, batch, slots, leaf_weights);
   check_launch("prioritized sampling");
 }
