@@ -115,8 +115,8 @@ void bind_replay(py::module& m) {
            py::call_guard<py::gil_scoped_release>())
       .def("add",
            py::overload_cast<const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                             const at::Tensor&, const at::Tensor&, const std::vector<int64_t>&>(
-               &ReplayBuffer::add),
+                             const at::Tensor&, const at::Tensor&,
+                             const std::optional<std::vector<int64_t>>&>(&ReplayBuffer::add),
            py::arg("action"), py::arg("reward"), py::arg("frames"), py::arg("terminated"),
            py::arg("truncated"), py::arg("envs"), py::call_guard<py::gil_scoped_release>())
       .def("add_step",

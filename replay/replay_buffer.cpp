@@ -1,11 +1,14 @@
 // obsaug::ReplayBuffer (replay/replay_buffer.h; contract in docs/replay.md).
 #include "replay/replay_buffer.h"
 
+#include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
+#include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
+#include <c10/util/Half.h>
 #include <c10/util/irange.h>
 
 #include <algorithm>
@@ -234,6 +237,12 @@ struct ReplayBuffer::Impl {
     if (!frames_in.device().is_cpu() && !frames_in.device().is_cuda()) {
       bad(where, "frame must be on cpu or cuda, got " + describe(frames_in));
     }
+    if (frames_in.layout() != at::kStrided) {
+      std::ostringstream layout;
+      layout << frames_in.layout();
+      bad_type(where, "frame must be a dense (strided) uint8 tensor, got a " + layout.str() +
+                          " tensor; pass frame.to_dense()");
+    }
     const bool single = frames_in.dim() == 3;
     const at::Tensor f = single ? frames_in.unsqueeze(0) : frames_in;
     std::vector<int64_t> expected{o.frame_shape};
@@ -254,10 +263,14 @@ struct ReplayBuffer::Impl {
     return f;
   }
 
-  std::vector<int64_t> env_ids(const std::vector<int64_t>& envs, int64_t n, bool single,
-                               const char* where) const {
-    std::vector<int64_t> ids = envs;
-    if (ids.empty()) {
+  // The env ids: as given (an empty list included, which names no env),
+  // or 0..N-1 when not given.
+  std::vector<int64_t> env_ids(const std::optional<std::vector<int64_t>>& envs, int64_t n,
+                               bool single, const char* where) const {
+    std::vector<int64_t> ids;
+    if (envs.has_value()) {
+      ids = *envs;
+    } else {
       for (int64_t i = 0; i < n; ++i) ids.push_back(i);
     }
     if (static_cast<int64_t>(ids.size()) != n) {
@@ -274,16 +287,19 @@ struct ReplayBuffer::Impl {
     return ids;
   }
 
-  // A per-env value (scalar or [N]) as a host tensor [N] of `dtype`.
+  // A per-env value as a host tensor [N] of `dtype`: given as [N], or as a
+  // scalar when `scalar_for_all` (one value for every env).
   at::Tensor per_env(const at::Tensor& v, int64_t n, at::ScalarType dtype, const char* name,
-                     const char* where) const {
+                     bool scalar_for_all, const char* where) const {
     if (!v.defined()) bad(where, std::string(name) + " must be given");
     if (!v.device().is_cpu() && !v.device().is_cuda()) {
       bad(where, std::string(name) + " must be on cpu or cuda, got " + describe(v));
     }
-    if (!(v.dim() == 0 || (v.dim() == 1 && v.size(0) == n))) {
-      bad(where, std::string(name) + " must be a scalar or [N] = [" + std::to_string(n) +
-                     "], got " + describe(v));
+    if (!((v.dim() == 0 && scalar_for_all) || (v.dim() == 1 && v.size(0) == n))) {
+      bad(where, std::string(name) + " must be " + (scalar_for_all ? "a scalar or " : "") +
+                     "[N] = [" + std::to_string(n) + "], one per env" +
+                     (scalar_for_all ? "" : " (a batched add takes each env's own value)") +
+                     ", got " + describe(v));
     }
     if (dtype == at::kBool && v.scalar_type() != at::kBool) {
       bad_type(where, std::string(name) + " must be bool, got " + describe(v));
@@ -323,31 +339,83 @@ struct ReplayBuffer::Impl {
         !a.to(got).equal(action.to(at::kCPU).reshape(a.sizes()))) {
       bad(where, "action values do not fit action_dtype " + dtype_name(o.action_dtype));
     }
+    if (want_float) check_finite_actions(a, action, where);
     return a;
   }
 
-  // Writes frames into their slots and refreshes the weights of every slot
-  // a push touched.
-  void commit(const at::Tensor& f, const std::vector<int64_t>& slots,
-              std::vector<int64_t>* touched) {
-    // Frames that are a view of the storage itself are copied first: the
-    // rows below would otherwise read slots already overwritten.
+  // Float actions, converted to action_dtype (`a`), must be finite: a NaN or
+  // infinite action, or a finite one beyond the dtype's range (1e5 into
+  // float16, which would turn into inf), is a ValueError naming it.
+  void check_finite_actions(const at::Tensor& a, const at::Tensor& given, const char* where) const {
+    int64_t bad_at = -1;
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "actions", [&] {
+      const scalar_t* p = a.data_ptr<scalar_t>();
+      for (int64_t i = 0; i < a.numel() && bad_at < 0; ++i) {
+        if (!std::isfinite(static_cast<double>(p[i]))) bad_at = i;
+      }
+    });
+    if (bad_at < 0) return;
+    const double value = given.to(at::kCPU).reshape(-1)[bad_at].item<double>();
+    std::ostringstream what;
+    what << "action must be finite, got " << value << " at element " << bad_at;
+    if (std::isfinite(value)) {
+      what << ", beyond the range of action_dtype " << dtype_name(o.action_dtype) << " (+-"
+           << largest_finite(o.action_dtype) << ")";
+    } else if (std::isnan(value)) {
+      what << " (a NaN action is a bug where the action was computed)";
+    }
+    bad(where, what.str());
+  }
+
+  static double largest_finite(at::ScalarType t) {
+    switch (t) {
+      case at::kHalf:
+        return static_cast<double>(std::numeric_limits<at::Half>::max());
+      case at::kBFloat16:
+        return static_cast<double>(std::numeric_limits<at::BFloat16>::max());
+      case at::kFloat:
+        return static_cast<double>(std::numeric_limits<float>::max());
+      default:
+        return std::numeric_limits<double>::max();
+    }
+  }
+
+  // Frames [N, C, H, W] (checked) ready to be written into the next N
+  // slots without another conversion: contiguous, on the buffer's device,
+  // and a copy when they are a view of the storage itself (the rows written
+  // first would otherwise overwrite frames not yet read). Everything here
+  // that can throw runs before the ring changes.
+  struct StagedFrames {
+    at::Tensor frames;      // [N, C, H, W] uint8, contiguous, on o.device
+    at::Tensor slot_index;  // [N] int64 on o.device (CUDA buffers), else undefined
+    std::vector<int64_t> slots;
+  };
+  StagedFrames staged(const at::Tensor& f) const {
+    StagedFrames s;
+    const int64_t n = f.size(0);
     const at::Tensor own = f.is_alias_of(frames) ? f.clone() : f;
-    if (frames.device().is_cpu() && own.device().is_cpu()) {
-      const at::Tensor src = own.contiguous();
+    s.frames = own.to(o.device).contiguous();
+    for (int64_t i = 0; i < n; ++i) s.slots.push_back(ring.slot_of(ring.total() + i));
+    if (!o.device.is_cpu()) {
+      s.slot_index =
+          at::from_blob(s.slots.data(), {n}, at::TensorOptions().dtype(at::kLong)).to(o.device);
+    }
+    return s;
+  }
+
+  // Writes staged frames into their slots (the ones the pushes just
+  // returned) and refreshes the weights of every slot a push touched.
+  void commit(const StagedFrames& s, std::vector<int64_t>* touched) {
+    if (o.device.is_cpu()) {
       const int64_t bytes = frame_bytes();
       uint8_t* dst = frames.data_ptr<uint8_t>();
-      for (size_t i = 0; i < slots.size(); ++i) {
-        copy_plane_bytes(dst + slots[i] * bytes,
-                         src.data_ptr<uint8_t>() + static_cast<int64_t>(i) * bytes,
+      const uint8_t* src = s.frames.data_ptr<uint8_t>();
+      for (size_t i = 0; i < s.slots.size(); ++i) {
+        copy_plane_bytes(dst + s.slots[i] * bytes, src + static_cast<int64_t>(i) * bytes,
                          static_cast<size_t>(bytes));
       }
     } else {
-      at::Tensor slot_index =
-          at::from_blob(const_cast<int64_t*>(slots.data()), {static_cast<int64_t>(slots.size())},
-                        at::TensorOptions().dtype(at::kLong))
-              .to(o.device);
-      frames.index_copy_(0, slot_index, own.to(o.device));
+      frames.index_copy_(0, s.slot_index, s.frames);
     }
     if (o.prioritized) refresh_weights(*touched);
   }
@@ -367,7 +435,8 @@ struct ReplayBuffer::Impl {
                        "terminated or truncated)");
       }
     }
-    std::vector<int64_t> slots, touched;
+    const StagedFrames s = staged(f);  // the last step that can throw
+    std::vector<int64_t> touched;
     const int64_t row_bytes = static_cast<int64_t>(a.nbytes()) / n;
     uint8_t* action_rows = static_cast<uint8_t*>(actions.data_ptr());
     const uint8_t* new_rows = static_cast<const uint8_t*>(a.data_ptr());
@@ -376,12 +445,24 @@ struct ReplayBuffer::Impl {
           ring.push(ids[static_cast<size_t>(i)], rewards[i], terminated[i], truncated[i]);
       note_changes(&touched);
       set_new_priority(slot);
-      slots.push_back(slot);
       touched.push_back(slot);
       std::memcpy(action_rows + slot * row_bytes, new_rows + i * row_bytes,
                   static_cast<size_t>(row_bytes));
     }
-    commit(f, slots, &touched);
+    commit(s, &touched);
+  }
+
+  // Starts an episode per env (arguments already checked).
+  void add_firsts(const at::Tensor& f, const std::vector<int64_t>& ids) {
+    const StagedFrames s = staged(f);  // the last step that can throw
+    std::vector<int64_t> touched;
+    for (int64_t e : ids) {
+      const int64_t slot = ring.push_first(e);
+      note_changes(&touched);
+      set_new_priority(slot);
+      touched.push_back(slot);
+    }
+    commit(s, &touched);
   }
 
   void note_changes(std::vector<int64_t>* touched) const {
@@ -606,26 +687,19 @@ ReplayBuffer::~ReplayBuffer() = default;
 ReplayBuffer::ReplayBuffer(ReplayBuffer&&) noexcept = default;
 ReplayBuffer& ReplayBuffer::operator=(ReplayBuffer&&) noexcept = default;
 
-void ReplayBuffer::add_first(const at::Tensor& frames, const std::vector<int64_t>& envs) {
+void ReplayBuffer::add_first(const at::Tensor& frames,
+                             const std::optional<std::vector<int64_t>>& envs) {
   const std::lock_guard<std::mutex> hold(impl_->mutex);
   Impl& d = *impl_;
   int64_t n = 0;
   const at::Tensor f = d.checked_frames(frames, "add_first", &n);
   const std::vector<int64_t> ids = d.env_ids(envs, n, frames.dim() == 3, "add_first");
-  std::vector<int64_t> slots, touched;
-  for (int64_t e : ids) {
-    const int64_t slot = d.ring.push_first(e);
-    d.note_changes(&touched);
-    d.set_new_priority(slot);
-    slots.push_back(slot);
-    touched.push_back(slot);
-  }
-  d.commit(f, slots, &touched);
+  d.add_firsts(f, ids);
 }
 
 void ReplayBuffer::add(const at::Tensor& action, const at::Tensor& reward, const at::Tensor& frames,
                        const at::Tensor& terminated, const at::Tensor& truncated,
-                       const std::vector<int64_t>& envs) {
+                       const std::optional<std::vector<int64_t>>& envs) {
   const std::lock_guard<std::mutex> hold(impl_->mutex);
   Impl& d = *impl_;
   int64_t n = 0;
@@ -633,9 +707,11 @@ void ReplayBuffer::add(const at::Tensor& action, const at::Tensor& reward, const
   const bool single = frames.dim() == 3;
   const std::vector<int64_t> ids = d.env_ids(envs, n, single, "add");
   const at::Tensor a = d.checked_actions(action, n, single, "add");
-  const at::Tensor r = d.per_env(reward, n, at::kFloat, "reward", "add");
-  const at::Tensor term = d.per_env(terminated, n, at::kBool, "terminated", "add");
-  const at::Tensor trunc = d.per_env(truncated, n, at::kBool, "truncated", "add");
+  // A batch's reward is one per env ([N]); one env's may be a scalar. The
+  // flags may be one bool for all.
+  const at::Tensor r = d.per_env(reward, n, at::kFloat, "reward", single, "add");
+  const at::Tensor term = d.per_env(terminated, n, at::kBool, "terminated", true, "add");
+  const at::Tensor trunc = d.per_env(truncated, n, at::kBool, "truncated", true, "add");
   d.add_steps(f, ids, a, r.data_ptr<float>(), term.data_ptr<bool>(), trunc.data_ptr<bool>());
 }
 
@@ -648,7 +724,7 @@ void ReplayBuffer::add(const at::Tensor& action, double reward, const at::Tensor
     bad("add", "this form takes one env's frame [C, H, W]; pass tensors for a batch");
   }
   const at::Tensor f = d.checked_frames(frame, "add", &n);
-  const std::vector<int64_t> ids = d.env_ids({env}, 1, true, "add");
+  const std::vector<int64_t> ids = d.env_ids(std::vector<int64_t>{env}, 1, true, "add");
   const at::Tensor a = d.checked_actions(action, 1, true, "add");
   const float r = static_cast<float>(reward);
   d.add_steps(f, ids, a, &r, &terminated, &truncated);
@@ -720,11 +796,15 @@ ReplayBuffer::Impl::CheckedPriorities ReplayBuffer::Impl::checked_priorities(
   if (indices.dim() != 1) {
     bad("update_priorities", "indices must be an integer tensor [K], got " + describe(indices));
   }
-  if (priorities.dim() != 1 || priorities.size(0) != indices.size(0) ||
-      !(at::isFloatingType(priorities.scalar_type()) ||
-        at::isIntegralType(priorities.scalar_type(), false))) {
-    bad("update_priorities", "priorities must be a real tensor [K] with K = " +
-                                 std::to_string(indices.size(0)) + ", got " + describe(priorities));
+  const std::string priorities_must =
+      "priorities must be a real tensor [K] with K = " + std::to_string(indices.size(0)) +
+      " (a float or integer dtype), got " + describe(priorities);
+  if (!(at::isFloatingType(priorities.scalar_type()) ||
+        at::isIntegralType(priorities.scalar_type(), /*includeBool=*/false))) {
+    bad_type("update_priorities", priorities_must);  // bool, complex: the wrong dtype
+  }
+  if (priorities.dim() != 1 || priorities.size(0) != indices.size(0)) {
+    bad("update_priorities", priorities_must);
   }
   const at::Tensor idx = indices.to(at::kCPU).to(at::kLong).contiguous();
   const at::Tensor pri = priorities.to(at::kCPU).to(at::kDouble).contiguous();

@@ -91,15 +91,19 @@ class ReplayBuffer {
   ReplayBuffer& operator=(ReplayBuffer&&) noexcept;
 
   // Starts an episode: frames [C, H, W] (env envs[0], default 0) or
-  // [N, C, H, W] (envs envs[i], default i). An env's open episode is closed
-  // as truncated.
-  void add_first(const at::Tensor& frames, const std::vector<int64_t>& envs = {});
-  // One step per env: action [*action_shape] or [N, *action_shape], reward,
-  // terminated, truncated scalars or [N], frames as for add_first.
-  // Everything is checked before anything is written.
+  // [N, C, H, W] (envs envs[i], default i). `envs` not given (nullopt, or
+  // {}) means the default; a given list must name exactly N envs (an empty
+  // std::vector is a mismatch). An env's open episode is closed as truncated.
+  void add_first(const at::Tensor& frames,
+                 const std::optional<std::vector<int64_t>>& envs = std::nullopt);
+  // One step per env: action [*action_shape] or [N, *action_shape]; reward
+  // a scalar (one env) or [N] (batched: one per env); terminated, truncated
+  // scalars (one for all) or [N]; frames and envs as for add_first.
+  // Everything is checked and converted before anything is written: a call
+  // that throws leaves the buffer as it was.
   void add(const at::Tensor& action, const at::Tensor& reward, const at::Tensor& frames,
            const at::Tensor& terminated, const at::Tensor& truncated,
-           const std::vector<int64_t>& envs = {});
+           const std::optional<std::vector<int64_t>>& envs = std::nullopt);
 
   // One env's step with plain values (the common single-env call, without
   // building tensors for the reward and flags).

@@ -57,18 +57,56 @@ def _flag(name: str, value: Any) -> torch.Tensor:
     return t
 
 
-def _env_list(env: _Envs, frames: torch.Tensor) -> list:
+def _env_list(env: _Envs) -> Optional[list]:
+    """The env ids as a list, or None when not given (the native default
+    0..N-1); an explicit empty list stays empty (and then names no env)."""
     if env is None:
-        return []
+        return None
     if isinstance(env, bool):
         raise TypeError("env must be an int or a sequence of ints, got bool")
-    if isinstance(env, int):
-        return [env]
     if isinstance(env, torch.Tensor):
-        if env.dtype.is_floating_point or env.dtype == torch.bool:
+        if env.dtype.is_floating_point or env.dtype.is_complex or env.dtype == torch.bool:
             raise TypeError(f"env must hold integers, got {env.dtype}")
         return [int(e) for e in env.reshape(-1).tolist()]
-    return [int(e) for e in env]
+    try:
+        return [operator.index(env)]      # an int, a numpy integer
+    except TypeError:
+        pass
+    if isinstance(env, (str, bytes)):
+        raise TypeError(f"env must be an int or a sequence of ints, got {type(env).__name__}")
+    try:
+        ids = list(env)
+    except TypeError:
+        raise TypeError(f"env must be an int or a sequence of ints (e.g. env=3 or env=[0, 2]), "
+                        f"got {type(env).__name__}") from None
+    out = []
+    for e in ids:
+        if isinstance(e, bool):
+            raise TypeError("env must be an int or a sequence of ints, got a bool in it")
+        try:
+            out.append(operator.index(e))
+        except TypeError:
+            raise TypeError(f"env must be an int or a sequence of ints, got "
+                            f"{type(e).__name__} {e!r} in it") from None
+    return out
+
+
+def _shape(name: str, value: Any, example: str, int_is_1d: bool) -> list:
+    """A shape option: a sequence of ints (a bare int is ``(n,)`` when
+    ``int_is_1d``); anything else a TypeError naming ``name`` with an example."""
+    if not isinstance(value, bool):
+        try:
+            n = operator.index(value)
+        except TypeError:
+            pass
+        else:
+            if int_is_1d:
+                return [_whole(name, n, 0, 1 << 63)]
+            raise TypeError(f"{name} must be a sequence of ints such as {example}, got the int {n}")
+    if isinstance(value, (bool, str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{name} must be a sequence of ints such as {example}, got "
+                        f"{type(value).__name__} {value!r}")
+    return [_whole(name, s, 0, 1 << 63) for s in value]
 
 
 def _int64(name: str, value: Any) -> int:
@@ -112,9 +150,9 @@ class ReplayBuffer:
             raise TypeError(f"action_dtype must be a torch.dtype, got {action_dtype!r}")
         self._native = _C.ReplayBuffer(
             str(torch.device(device)), capacity=_whole("capacity", capacity, 0, 1 << 63),
-            frame_shape=[_whole("frame_shape", s, 0, 1 << 63) for s in frame_shape],
+            frame_shape=_shape("frame_shape", frame_shape, "(3, 84, 84)", int_is_1d=False),
             frame_stack=_whole("frame_stack", frame_stack, 0, _INT32),
-            action_shape=[_whole("action_shape", s, 0, 1 << 63) for s in action_shape],
+            action_shape=_shape("action_shape", action_shape, "(6,)", int_is_1d=True),
             action_dtype=action_dtype, n_step=_whole("n_step", n_step, 0, _INT32),
             gamma=float(gamma), prioritized=bool(prioritized), alpha=float(alpha),
             beta=float(beta), seed=_whole("seed", seed, 0, 1 << 64))
@@ -124,7 +162,7 @@ class ReplayBuffer:
     def add_first(self, frame: Any, env: _Envs = None) -> None:
         """Starts an episode (after ``env.reset()``): frame ``[C, H, W]`` or ``[N, C, H, W]``."""
         frames = _tensor("frame", frame)
-        self._native.add_first(frames, _env_list(env, frames))
+        self._native.add_first(frames, _env_list(env))
 
     def add(self, action: Any, reward: Any, frame: Any, terminated: Any = False,
             truncated: Any = False, env: _Envs = None) -> None:
@@ -139,7 +177,7 @@ class ReplayBuffer:
             return
         self._native.add(_tensor("action", action), _tensor("reward", reward), frames,
                          _flag("terminated", terminated), _flag("truncated", truncated),
-                         _env_list(env, frames))
+                         _env_list(env))
 
     # --- sampling ---------------------------------------------------------------
 
@@ -151,8 +189,12 @@ class ReplayBuffer:
         obs and next_obs are augmented in the gather pass, with the engine's next two
         steps (or one shared step with ``share_augmentation=True``). ``beta``
         overrides the importance-sampling exponent (annealing)."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-            raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
+        if isinstance(batch_size, bool):
+            raise TypeError("batch_size must be an int, got bool")
+        try:
+            batch_size = operator.index(batch_size)   # an int, a numpy integer
+        except TypeError:
+            raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}") from None
         native_engine = None
         if augment is not None:
             native_engine = getattr(augment, "_native", None)

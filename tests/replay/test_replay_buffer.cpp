@@ -7,6 +7,7 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/tensor.h>
@@ -150,6 +151,109 @@ TEST(ReplayBuffer, RejectedAddLeavesTheBufferUnchanged) {
   EXPECT_THROW(ReplayBuffer(small_options()).sample(1), std::invalid_argument);
 }
 
+TEST(ReplayBuffer, ASparseFrameIsRefusedBeforeTheRingChanges) {
+  ReplayBuffer rb(small_options(true));
+  ReplayBuffer twin(small_options(true));
+  fill(rb, 25);
+  fill(twin, 25);
+  const at::Tensor sparse = frame(99, rb.options()).to_sparse();
+  expect_mentions(
+      error_of<c10::TypeError>(
+          [&] { rb.add(at::zeros({2}), number(1), sparse, flag(false), flag(false)); }),
+      {"ReplayBuffer.add", "frame must be a dense (strided) uint8 tensor", "Sparse", "to_dense()"});
+  expect_mentions(error_of<c10::TypeError>([&] { rb.add_first(sparse); }),
+                  {"ReplayBuffer.add_first", "dense (strided)"});
+  expect_mentions(error_of<c10::TypeError>([&] {
+                    rb.add_first(
+                        at::stack({frame(1, rb.options()), frame(2, rb.options())}).to_sparse(),
+                        std::vector<int64_t>{3, 4});
+                  }),
+                  {"dense (strided)"});
+  EXPECT_EQ(rb.total_frames(), twin.total_frames());
+  EXPECT_EQ(rb.num_valid(), twin.num_valid());
+  EXPECT_TRUE(at::equal(rb.storage(), twin.storage()));
+  expect_same_batch(rb.sample(16), twin.sample(16));
+  // and the env's episode continues as if the calls had not been made
+  fill(rb, 3);
+  fill(twin, 3);
+  expect_same_batch(rb.sample(16), twin.sample(16));
+}
+
+TEST(ReplayBuffer, ABatchTakesOneRewardPerEnvAndNamesItsEnvs) {
+  ReplayOptions o = small_options();
+  o.n_step = 1;
+  ReplayBuffer rb(o);
+  ReplayBuffer twin(o);
+  const at::Tensor two = at::stack({frame(1, o), frame(2, o)});
+  expect_mentions(
+      error_of<std::invalid_argument>([&] { rb.add_first(two, std::vector<int64_t>{}); }),
+      {"ReplayBuffer.add_first", "env names 0 envs for 2 frames"});
+  EXPECT_EQ(rb.total_frames(), 0);
+  rb.add_first(two);  // envs not given: 0 and 1
+  twin.add_first(two, std::vector<int64_t>{0, 1});
+  const at::Tensor actions = at::zeros({2, 2});
+  const at::Tensor no = at::zeros({2}, at::TensorOptions().dtype(at::kBool));
+  // One number for a batch of two envs: refused, not copied to both.
+  expect_mentions(error_of<std::invalid_argument>([&] { rb.add(actions, number(5), two, no, no); }),
+                  {"ReplayBuffer.add", "reward must be [N] = [2], one per env", "got"});
+  expect_mentions(error_of<std::invalid_argument>(
+                      [&] { rb.add(actions, at::ones({2}), two, no, no, std::vector<int64_t>{}); }),
+                  {"env names 0 envs for 2 frames"});
+  EXPECT_EQ(rb.total_frames(), 2);
+  EXPECT_EQ(rb.num_valid(), 0);
+  // [N] rewards, and one flag for all, are taken.
+  rb.add(actions, at::tensor({1.0f, 2.0f}), two, flag(false), flag(false));
+  twin.add(actions, at::tensor({1.0f, 2.0f}), two, flag(false), flag(false),
+           std::vector<int64_t>{0, 1});
+  EXPECT_EQ(rb.num_valid(), 2);
+  expect_same_batch(rb.sample(8), twin.sample(8));
+}
+
+TEST(ReplayBuffer, FloatActionsMustBeFiniteInTheActionDtype) {
+  for (const at::ScalarType dtype : {at::kHalf, at::kBFloat16, at::kFloat, at::kDouble}) {
+    ReplayOptions o = small_options();
+    o.action_dtype = dtype;
+    o.n_step = 1;
+    ReplayBuffer rb(o);
+    rb.add_first(frame(0, o));
+    const auto f64 = at::TensorOptions().dtype(at::kDouble);
+    const double beyond = dtype == at::kHalf       ? 1e5
+                          : dtype == at::kBFloat16 ? 1e39
+                          : dtype == at::kFloat    ? 1e39
+                                                   : 0.0;
+    if (beyond != 0.0) {
+      expect_mentions(error_of<std::invalid_argument>([&] {
+                        rb.add(at::tensor({0.5, beyond}, f64), number(1), frame(1, o), flag(false),
+                               flag(false));
+                      }),
+                      {"ReplayBuffer.add", "action must be finite", "at element 1",
+                       "beyond the range of action_dtype"});
+    }
+    expect_mentions(error_of<std::invalid_argument>([&] {
+                      rb.add(at::tensor({double(NAN), 0.0}, f64), number(1), frame(1, o),
+                             flag(false), flag(false));
+                    }),
+                    {"action must be finite", "nan", "at element 0"});
+    expect_mentions(error_of<std::invalid_argument>([&] {
+                      rb.add(at::tensor({0.0, -double(INFINITY)}, f64), number(1), frame(1, o),
+                             flag(false), flag(false));
+                    }),
+                    {"action must be finite", "-inf", "at element 1"});
+    // batched: the row and column are one flat element index
+    const at::Tensor two = at::stack({frame(1, o), frame(2, o)});
+    expect_mentions(error_of<std::invalid_argument>([&] {
+                      rb.add(at::tensor({0.0, 1.0, double(NAN), 3.0}, f64).view({2, 2}),
+                             at::ones({2}), two, flag(false), flag(false),
+                             std::vector<int64_t>{0, 1});
+                    }),
+                    {"action must be finite", "at element 2"});
+    EXPECT_EQ(rb.total_frames(), 1) << c10::toString(dtype);
+    rb.add(at::tensor({-1.5, 1000.0}, f64), number(1), frame(1, o), flag(false), flag(false));
+    EXPECT_EQ(rb.total_frames(), 2);
+    EXPECT_EQ(rb.sample(1).action[0][1].item<double>(), 1000.0);
+  }
+}
+
 TEST(ReplayBuffer, BadPrioritiesChangeNothing) {
   ReplayBuffer rb(small_options(true));
   ReplayBuffer twin(small_options(true));
@@ -168,6 +272,19 @@ TEST(ReplayBuffer, BadPrioritiesChangeNothing) {
                         at::tensor({1.0, 1.0, 1.0}));
                   }),
                   {"index 101", "not a stored slot"});
+  // A priority dtype that is not real (bool, complex) is the wrong type.
+  expect_mentions(error_of<c10::TypeError>([&] {
+                    rb.update_priorities(idx, at::ones({3}, at::TensorOptions().dtype(at::kBool)));
+                  }),
+                  {"ReplayBuffer.update_priorities", "priorities must be a real", "bool"});
+  expect_mentions(error_of<c10::TypeError>([&] {
+                    rb.update_priorities(
+                        idx, at::ones({3}, at::TensorOptions().dtype(at::kComplexFloat)));
+                  }),
+                  {"priorities must be a real", "complex"});
+  expect_mentions(
+      error_of<std::invalid_argument>([&] { rb.update_priorities(idx, at::ones({2})); }),
+      {"priorities must be a real", "K = 3"});
   expect_same_batch(rb.sample(8), twin.sample(8));
   rb.update_priorities(idx, at::tensor({5.0, 0.0, 2.0}));
   twin.update_priorities(idx, at::tensor({5.0, 0.0, 2.0}));

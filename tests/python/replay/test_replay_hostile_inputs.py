@@ -153,3 +153,117 @@ def test_replay_meta_frame_is_rejected_before_anything_is_written(method):
             else (lambda: buf.add_first(frame)))
     raises(ValueError, call, "frame must be on cpu or cuda", "meta")
     assert (len(buf), buf.num_valid, buf.total_frames) == before
+
+
+def _state(buf):
+    return (len(buf), buf.num_valid, buf.total_frames, buf.storage.clone())
+
+
+def _same_state(buf, before):
+    assert (len(buf), buf.num_valid, buf.total_frames) == before[:3]
+    assert torch.equal(buf.storage, before[3])
+
+
+@pytest.mark.parametrize("method", ["add", "add_first"])
+def test_replay_sparse_frame_is_a_type_error_that_changes_nothing(method):
+    # A sparse frame passes the dtype and shape checks; it must be refused
+    # before the ring takes a step, not by a conversion after it.
+    buf, twin = _filled(), _filled()
+    before = _state(buf)
+    frame = torch.full((3, 8, 8), 9, dtype=torch.uint8).to_sparse()
+    call = ((lambda: buf.add(torch.zeros(2), 1.0, frame)) if method == "add"
+            else (lambda: buf.add_first(frame)))
+    raises(TypeError, call, f"ReplayBuffer.{method}", "frame must be a dense (strided)", "sparse",
+           "to_dense()")
+    _same_state(buf, before)
+    assert torch.equal(buf.sample(8)["indices"], twin.sample(8)["indices"])
+
+
+def test_replay_numpy_integers_name_envs_and_batch_sizes():
+    np = pytest.importorskip("numpy")
+    buf, twin = rb(n_step=1), rb(n_step=1)
+    f = torch.zeros(3, 8, 8, dtype=torch.uint8)
+    buf.add_first(f, env=np.int64(2))
+    buf.add(torch.zeros(2), 1.0, f, env=np.int32(2))
+    buf.add_first(torch.stack([f, f]), env=np.array([0, 5]))
+    buf.add_first(torch.stack([f, f]), env=[np.int64(6), 7])
+    twin.add_first(f, env=2)
+    twin.add(torch.zeros(2), 1.0, f, env=2)
+    twin.add_first(torch.stack([f, f]), env=[0, 5])
+    twin.add_first(torch.stack([f, f]), env=[6, 7])
+    assert buf.total_frames == twin.total_frames == 6
+    assert torch.equal(buf.sample(np.int64(4))["indices"], twin.sample(4)["indices"])
+    before = _state(buf)
+    raises(TypeError, lambda: buf.add_first(torch.stack([f, f]), env=[0, 2.5]), "env", "float",
+           "2.5")
+    raises(TypeError, lambda: buf.add_first(f, env=2.0), "env", "int", "float")
+    raises(TypeError, lambda: buf.add_first(f, env="0"), "env", "str")
+    raises(TypeError, lambda: buf.add_first(torch.stack([f, f]), env=[True, False]), "env", "bool")
+    raises(TypeError, lambda: buf.sample(np.float64(2)), "batch_size", "float64")
+    raises(TypeError, lambda: buf.sample(True), "batch_size", "bool")
+    _same_state(buf, before)
+
+
+def test_replay_batched_add_takes_rewards_per_env_and_an_empty_env_list_names_none():
+    buf = rb(n_step=1)
+    f2 = torch.zeros(2, 3, 8, 8, dtype=torch.uint8)
+    raises(ValueError, lambda: buf.add_first(f2, env=[]), "add_first",
+           "env names 0 envs for 2 frames")
+    raises(ValueError, lambda: buf.add_first(f2, env=torch.zeros(0, dtype=torch.int64)),
+           "env names 0 envs for 2 frames")
+    assert buf.total_frames == 0
+    buf.add_first(f2)                                   # not given: envs 0 and 1
+    before = _state(buf)
+    raises(ValueError, lambda: buf.add(torch.zeros(2, 2), 5.0, f2 + 1), "reward must be [N] = [2]",
+           "one per env")
+    raises(ValueError, lambda: buf.add(torch.zeros(2, 2), torch.tensor(5.0), f2 + 1),
+           "reward must be [N] = [2]")
+    raises(ValueError, lambda: buf.add(torch.zeros(2, 2), torch.ones(2), f2 + 1, env=[]),
+           "env names 0 envs for 2 frames")
+    _same_state(buf, before)
+    buf.add(torch.zeros(2, 2), torch.tensor([1.0, 2.0]), f2 + 1, terminated=False)
+    assert buf.num_valid == 2
+    assert sorted(set(buf.sample(32)["reward"].tolist())) == [1.0, 2.0]
+
+
+def test_replay_priorities_of_a_non_real_dtype_are_a_type_error():
+    buf = _filled()
+    idx = buf.sample(2)["indices"]
+    raises(TypeError, lambda: buf.update_priorities(idx, torch.tensor([True, False])),
+           "priorities must be a real", "bool")
+    raises(TypeError, lambda: buf.update_priorities(idx, torch.tensor([1 + 0j, 2 + 0j])),
+           "priorities must be a real", "complex")
+    raises(ValueError, lambda: buf.update_priorities(idx, torch.ones(3)), "priorities", "K = 2")
+
+
+def test_replay_shape_options_given_as_an_int():
+    assert rb(action_shape=6).action_shape == (6,)
+    assert rb(action_shape=(6,)).action_shape == (6,)
+    np = pytest.importorskip("numpy")
+    assert rb(action_shape=np.int64(4)).action_shape == (4,)
+    raises(ValueError, lambda: rb(action_shape=0), "action_shape")
+    raises(TypeError, lambda: rb(frame_shape=84), "frame_shape", "sequence of ints", "(3, 84, 84)",
+           "84")
+    raises(TypeError, lambda: rb(action_shape=2.0), "action_shape", "(6,)", "float")
+    raises(TypeError, lambda: rb(action_shape="6"), "action_shape", "(6,)", "str")
+    raises(TypeError, lambda: rb(frame_shape=None), "frame_shape", "(3, 84, 84)", "None")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_replay_float_actions_must_be_finite_in_the_action_dtype(dtype):
+    buf = rb(action_dtype=dtype, n_step=1)
+    f = torch.zeros(3, 8, 8, dtype=torch.uint8)
+    buf.add_first(f)
+    before = _state(buf)
+    beyond = {torch.float16: 1e5, torch.bfloat16: 1e39, torch.float32: 1e39}.get(dtype)
+    if beyond is not None:
+        raises(ValueError, lambda: buf.add([0.5, beyond], 1.0, f), "action must be finite",
+               "beyond the range of action_dtype", str(dtype).replace("torch.", ""))
+    raises(ValueError, lambda: buf.add([NAN, 0.0], 1.0, f), "action must be finite", "nan")
+    raises(ValueError, lambda: buf.add([0.0, -INF], 1.0, f), "action must be finite", "-inf")
+    raises(ValueError, lambda: buf.add(torch.tensor([[0.0, 1.0], [NAN, 0.0]]), torch.ones(2),
+                                       torch.stack([f, f]), env=[0, 1]),
+           "action must be finite", "element 2")
+    _same_state(buf, before)
+    buf.add([-1.5, 1000.0], 1.0, f)
+    assert buf.sample(1)["action"].tolist() == [[-1.5, 1000.0]]
