@@ -443,6 +443,7 @@ struct ReplayBuffer::Impl {
     for (int64_t i = 0; i < n; ++i) {
       const int64_t slot =
           ring.push(ids[static_cast<size_t>(i)], rewards[i], terminated[i], truncated[i]);
+      TORCH_INTERNAL_ASSERT_DEBUG_ONLY(slot == s.slots[static_cast<size_t>(i)]);  // as staged
       note_changes(&touched);
       set_new_priority(slot);
       touched.push_back(slot);
@@ -456,8 +457,9 @@ struct ReplayBuffer::Impl {
   void add_firsts(const at::Tensor& f, const std::vector<int64_t>& ids) {
     const StagedFrames s = staged(f);  // the last step that can throw
     std::vector<int64_t> touched;
-    for (int64_t e : ids) {
-      const int64_t slot = ring.push_first(e);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const int64_t slot = ring.push_first(ids[i]);
+      TORCH_INTERNAL_ASSERT_DEBUG_ONLY(slot == s.slots[i]);  // staged() named the slots
       note_changes(&touched);
       set_new_priority(slot);
       touched.push_back(slot);
