@@ -148,6 +148,17 @@ def _size_pair(size: Union[int, Sequence[int]]) -> Tuple[int, int]:
     raise ValueError(f"size must be an int N or (height, width), got {size!r}")
 
 
+def _float_text(value: Any) -> str:
+    """A real number as the shortest decimal text that reads back to the same float.
+
+    The pipeline is a string, so a number torch.compile made symbolic (any float
+    under dynamic=True) must become a constant: ``float(value).hex()`` is the
+    conversion Dynamo specializes, guarding on the value (a new value recompiles),
+    where ``repr`` and ``str`` fail to trace. The hex form is exact, so this is
+    ``repr(float(value))`` for every plain number."""
+    return repr(float.fromhex(float(value).hex()))
+
+
 def _value_text(where: str, key: str, spec: Mapping[str, Any], value: Any) -> Optional[str]:
     """``value`` of key ``key`` in the text form, after the schema's type check
     (None: an optional key left unset)."""
@@ -160,10 +171,12 @@ def _value_text(where: str, key: str, spec: Mapping[str, Any], value: Any) -> Op
         h, w = _size_pair(value)
         return f"{h}x{w}"
     if kind == "int":
-        ok, text = _is_int(value), str(value)
+        # (operator.index, unlike str, specializes an int torch.compile made symbolic)
+        ok = _is_int(value)
+        text = str(operator.index(value)) if ok else ""
     elif kind == "float":
         ok = not_bool and isinstance(value, numbers.Real)
-        text = repr(float(value)) if ok else ""
+        text = _float_text(value) if ok else ""
     elif kind == "bool":
         ok, text = not not_bool, "true" if value else "false"
     else:  # enum: the native parser checks the choice

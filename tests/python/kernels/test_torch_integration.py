@@ -173,6 +173,30 @@ def test_compile_dynamic_with_default_and_changing_floats():
             assert torch.equal(compiled(x, p, v), call(x, p, v))
 
 
+PIPELINE_VALUES = {  # a pipeline dict's value that torch.compile makes symbolic
+    "float": (lambda x, v: ops.augment(x, ops=[{"op": "flip", "p": v}], seed=1, step=2),
+              (0.1, 0.9, 0.5, 0.1)),
+    "int": (lambda x, v: ops.augment(x, ops=[{"op": "shift", "pad": v}], seed=1, step=2),
+            (1, 3, 2)),
+    "size": (lambda x, v: ops.augment(x, ops=[{"op": "crop", "size": v}], seed=1, step=2),
+             (10, 12, (9, 13))),
+}
+
+
+@pytest.mark.parametrize("kind", list(PIPELINE_VALUES))
+def test_compile_dynamic_with_a_changing_value_in_a_pipeline_dict(kind):
+    """The pipeline is a string in the graph, so a symbolic number in its dict is
+    specialized (a guard per value): each value gets its own result, as in eager."""
+    torch._dynamo.reset()
+    call, values = PIPELINE_VALUES[kind]
+    x = random_obs((3, 9, 16, 16), torch.uint8, seed=5)
+    compiled = torch.compile(call, fullgraph=True, backend=BACKEND, dynamic=True)
+    results = [compiled(x, v) for v in values]
+    for v, got in zip(values, results):
+        assert torch.equal(got, call(x, v)), v
+    assert not torch.equal(results[0], results[1])
+
+
 STEPS = [*range(12), 2**63 - 1]  # a dynamic step is checked to lie in [0, 2**63)
 
 
