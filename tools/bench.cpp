@@ -15,6 +15,7 @@
 
 #include "engine/config.h"
 #include "engine/engine.h"
+#include "kernels/huge_pages.h"
 #include "kernels/tensor_text.h"
 #include "tools/args.h"
 #include "tools/bench_loop.h"
@@ -55,6 +56,19 @@ BytesPerSample bytes_per_sample(const Config& config, bool inplace) {
                     config.pool.image_height * config.pool.image_width;
   }
   return b;
+}
+
+// The memory one call's tensors hold: the random uint8 batch and, out of
+// place, its output; with --replay, the sampled obs and next_obs.
+double call_bytes(const Config& config, int64_t batch, bool inplace, bool replay) {
+  const FramesConfig& f = config.frames;
+  const auto [out_h, out_w] = frame_size_after(config);
+  const double planes = static_cast<double>(f.stack) * f.channels;
+  const double out_elem = config.output.dtype == OutputDtype::kUint8 ? 1 : 4;
+  const double output = planes * out_h * out_w * out_elem;
+  const double per_sample =
+      replay ? 2 * output : planes * f.height * f.width + (inplace ? 0 : output);
+  return static_cast<double>(batch) * per_sample;
 }
 
 // Augments one random batch per call (a narrowed one for the last, partial
@@ -111,6 +125,11 @@ int bench_command(int argc, char** argv) {
   const int64_t samples = args.get_int("samples", 10000000, 1, kMaxSamples);
   if (args.has("inplace") && args.has("out-of-place"))
     throw UsageError("bench: --inplace and --out-of-place exclude each other");
+  if (args.has("inplace") && args.has("replay")) {
+    throw UsageError(
+        "bench: --replay samples into new obs and next_obs tensors, never in place "
+        "(drop --inplace)");
+  }
   [[maybe_unused]] const int64_t replay_capacity = args.get_int("replay", 0, 1);
 #ifndef OBSAUG_WITH_REPLAY
   if (args.has("replay"))
@@ -148,6 +167,14 @@ int bench_command(int argc, char** argv) {
                      "(use --out-of-place)");
   }
   const bool inplace = !args.has("out-of-place") && keeps_size && !float_output;
+  // On CUDA the caching allocator names a batch too large for the device.
+  const double batch_bytes = call_bytes(config, batch, inplace, args.has("replay"));
+  const double ram_bytes = static_cast<double>(physical_memory_bytes());
+  if (at::Device(config.device).is_cpu() && ram_bytes > 0 && batch_bytes > ram_bytes) {
+    throw UsageError("bench: --batch " + std::to_string(batch) + " needs " + mib(batch_bytes) +
+                     " per call, more than this machine's " + mib(ram_bytes) +
+                     " of memory (use a smaller --batch)");
+  }
 
   std::printf("config:    %s (device %s, seed %" PRIu64 ")\n", path.c_str(), config.device.c_str(),
               config.seed);

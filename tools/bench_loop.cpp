@@ -81,7 +81,7 @@ std::string si(double v, const char* unit) {
   return buf;
 }
 
-std::string mib(uint64_t bytes) {
+std::string mib(double bytes) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024.0));
   return buf;

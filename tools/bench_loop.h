@@ -13,7 +13,7 @@ namespace obsaug::cli {
 
 // 12345678 -> "12.35 M" (SI, for rates and counts), with an optional unit.
 std::string si(double v, const char* unit = "");
-std::string mib(uint64_t bytes);  // "455.4 MiB"
+std::string mib(double bytes);    // "455.4 MiB"
 uint64_t resident_bytes();        // this process's RSS (0 where /proc is absent)
 
 // What a bench streams through the engine.

@@ -51,8 +51,9 @@ usage:
         --replay CAP     sample+augment instead: fill an obsaug::ReplayBuffer
                          of CAP frames (synthetic episodes of 1000 steps),
                          then per call add one step and sample B transitions
-                         with fused augmentation of obs and next_obs
-                         (counts B samples per call)
+                         with fused augmentation of obs and next_obs into
+                         new tensors (counts B samples per call; not with
+                         --inplace)
   obsaug preview --config FILE --out GRID.png [--batch B] [--seed-step S]
                  [--scale K]
       Augment B synthetic scenes (a cart-pole-like render, S stacked frames

@@ -53,6 +53,9 @@ def test_help(arg):
     (("bench", "drq_shift", "--threads", "4294967297"), "--threads: expected an integer in 1..1024"),
     (("bench", "drq_shift", "--samples", "0x10"), "--samples: expected an integer in 1..100000000000000"),
     (("bench", "drq_shift", "--batch", "5", "--batch", "4"), "--batch given twice ('5', then '4')"),
+    (("bench", "drq_shift", "--batch", "9223372036854775807"),
+     "--batch 9223372036854775807 needs "),
+    (("bench", "drq_shift", "--replay", "5000", "--inplace"), "--replay samples into new obs"),
     (("preview", "drq_shift", "--out", "x.png", "--seed-step", "-1"),
      "--seed-step: expected an integer in 0..18446744073709551615"),
     # checked before any engine is built or memory taken
