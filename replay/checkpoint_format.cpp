@@ -5,6 +5,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -24,6 +25,24 @@ struct IsShape<Shape<V>> : std::true_type {};
 uint64_t times(uint64_t count, uint64_t unit) {  // saturating: a hostile count never wraps
   uint64_t n = 0;
   return __builtin_mul_overflow(count, unit, &n) ? std::numeric_limits<uint64_t>::max() : n;
+}
+
+// Bytes from a file as message text: printable ASCII as it is, any other
+// byte as \xNN, so a corrupt name still makes a readable (and valid UTF-8)
+// error.
+std::string printable(const std::string& bytes) {
+  std::string out;
+  for (const char c : bytes) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f && c != '\\') {
+      out += c;
+    } else {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      out += escaped;
+    }
+  }
+  return out;
 }
 
 // --- one field ---------------------------------------------------------------
@@ -68,7 +87,8 @@ void get(CheckpointReader& r, const std::string& what, T& v) {
     r.bytes(name.data(), length);
     const auto* known = std::find_if(std::begin(kActionDtypes), std::end(kActionDtypes),
                                      [&](at::ScalarType t) { return name == c10::toString(t); });
-    if (known == std::end(kActionDtypes)) r.corrupt("unknown action dtype '" + name + "'");
+    if (known == std::end(kActionDtypes))
+      r.corrupt("unknown action dtype '" + printable(name) + "'");
     v = *known;
   } else {
     static_assert(IsShape<T>::value, "a checkpoint field is a number, bool, dtype or shape");

@@ -515,6 +515,27 @@ struct ReplayBuffer::Impl {
 #endif
   }
 
+  // A checksum guards against damage, not against a buggy writer: every
+  // loaded weight p^alpha, and the priority new frames get, must be one
+  // update_priorities could have set.
+  void check_loaded_priorities(const CheckpointReader& r) const {
+    const auto settable = [&](double weight) {
+      return std::isfinite(weight) && weight >= 0 && weight <= largest_weight();
+    };
+    if (!(max_priority > 0) || !settable(std::pow(max_priority, o.alpha))) {
+      r.corrupt("max_priority " + std::to_string(max_priority) +
+                " (it must be finite and positive, with p^alpha at most " +
+                std::to_string(largest_weight()) + ")");
+    }
+    for (size_t s = 0; s < priority.size(); ++s) {
+      if (!settable(priority[s])) {
+        r.corrupt("the priority weight of slot " + std::to_string(s) + " is " +
+                  std::to_string(priority[s]) + " (it must be finite, >= 0 and at most " +
+                  std::to_string(largest_weight()) + ")");
+      }
+    }
+  }
+
   void set_new_priority(int64_t slot) {
     if (o.prioritized) priority[static_cast<size_t>(slot)] = std::pow(max_priority, o.alpha);
   }
@@ -897,7 +918,9 @@ ReplayBuffer ReplayBuffer::load(const std::string& dir, std::optional<c10::Devic
   }
   d.calls = h.sample_calls;
   d.max_priority = h.max_priority;
-  if (o.prioritized) {  // the trees are derived state: rebuilt from the priorities
+  if (o.prioritized) {
+    d.check_loaded_priorities(r);
+    // The trees are derived state: rebuilt from the priorities.
     std::vector<int64_t> all(static_cast<size_t>(o.capacity));
     for (int64_t s = 0; s < o.capacity; ++s) all[static_cast<size_t>(s)] = s;
     d.refresh_weights(std::move(all));

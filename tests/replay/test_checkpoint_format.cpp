@@ -3,7 +3,9 @@
 // build that wrote it did, and is written again byte for byte; every field
 // of the header, the records and the arrays round-trips; a file cut at any
 // field or section boundary (or one byte into it) is refused with a message
-// naming that field or section.
+// naming that field or section; and a file whose checksums match but whose
+// priorities no update could have set, or whose dtype name is unknown, is
+// refused naming the value.
 #include <ATen/ops/allclose.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
@@ -13,7 +15,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "replay/checkpoint_format.h"
+#include "replay/checkpoint_io.h"
 #include "replay/replay_buffer.h"
 
 namespace obsaug {
@@ -276,6 +281,96 @@ TEST(CheckpointFormat, AFileCutAtAnyFieldIsRefusedNamingIt) {
   }
   write_file(path, bytes);
   EXPECT_EQ(ReplayBuffer::load(dir).total_frames(), rb.total_frames());
+  remove_checkpoint(dir);
+}
+
+// --- values a checksum cannot vouch for ---------------------------------------
+
+// Where section or field `name` of `rb`'s checkpoint starts.
+uint64_t start_of(const ReplayBuffer& rb, const std::string& name) {
+  for (const auto& [at, n] : boundaries(rb, 1))
+    if (n == name) return at;
+  ADD_FAILURE() << "no " << name << " in the layout";
+  return 0;
+}
+
+// `bytes` with both checksums written again over the edit, as a writer with a
+// bug (or a tool that edits the file) would leave them.
+std::string resealed(std::string bytes, uint64_t header_checksum_at) {
+  for (const uint64_t at : {header_checksum_at, uint64_t{bytes.size() - 8}}) {
+    Checksum sum;
+    sum.update(bytes.data(), at);
+    const uint64_t value = sum.value();
+    std::memcpy(&bytes[at], &value, sizeof value);
+  }
+  return bytes;
+}
+
+template <typename T>
+std::string with(std::string bytes, uint64_t at, T value) {
+  std::memcpy(&bytes[at], &value, sizeof value);
+  return bytes;
+}
+
+std::string load_error(const std::string& dir, const std::string& bytes) {
+  write_file(dir + "/" + checkpoint::kFileName, bytes);
+  try {
+    ReplayBuffer::load(dir);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "loaded";
+}
+
+TEST(CheckpointFormat, PrioritiesNoUpdateCouldSetAreRefusedNamingTheSlot) {
+  ReplayOptions o;
+  o.capacity = 8;
+  o.frame_shape = {1, 2, 2};
+  o.frame_stack = 2;
+  o.prioritized = true;
+  ReplayBuffer rb(o);
+  const at::Tensor frame = at::zeros({1, 1, 2, 2}, at::kByte);
+  rb.add_first(frame);
+  for (int i = 0; i < 4; ++i)
+    rb.add(at::zeros({1}), at::zeros({1}), frame, at::zeros({1}, at::kBool),
+           at::zeros({1}, at::kBool));
+  const std::string dir = temp_dir("priorities");
+  rb.save(dir);
+  const std::string bytes = read_file(dir + "/" + checkpoint::kFileName);
+  const uint64_t header_sum = start_of(rb, "the header checksum");
+  const uint64_t slot2 = start_of(rb, "the priorities") + 2 * sizeof(double);
+  const uint64_t max_priority = start_of(rb, "header field 'max_priority'");
+  EXPECT_EQ(load_error(dir, resealed(bytes, header_sum)), "loaded");  // the reseal alone
+  for (const double bad : {-1.0, std::nan(""), HUGE_VAL, 1e308}) {
+    const std::string message = load_error(dir, resealed(with(bytes, slot2, bad), header_sum));
+    EXPECT_NE(message.find("the priority weight of slot 2 is "), std::string::npos)
+        << bad << ": " << message;
+  }
+  for (const double bad : {0.0, -2.0, std::nan(""), HUGE_VAL}) {
+    const std::string message =
+        load_error(dir, resealed(with(bytes, max_priority, bad), header_sum));
+    EXPECT_NE(message.find("max_priority "), std::string::npos) << bad << ": " << message;
+  }
+  remove_checkpoint(dir);
+}
+
+TEST(CheckpointFormat, AnUnknownDtypeNameIsQuotedAsPrintableText) {
+  ReplayOptions o;
+  o.capacity = 4;
+  o.frame_shape = {1, 2, 2};
+  o.frame_stack = 1;
+  ReplayBuffer rb(o);
+  const std::string dir = temp_dir("dtype");
+  rb.save(dir);
+  const std::string bytes = read_file(dir + "/" + checkpoint::kFileName);
+  const uint64_t name = start_of(rb, "header field 'action_dtype'") + sizeof(uint32_t);
+  ASSERT_EQ(bytes.substr(name, 5), "Float");
+  std::string edited = bytes;
+  edited[name] = static_cast<char>(0xc6);  // not UTF-8 on its own
+  edited[name + 1] = '\\';
+  const std::string message =
+      load_error(dir, resealed(edited, start_of(rb, "the header checksum")));
+  EXPECT_NE(message.find("unknown action dtype '\\xc6\\x5coat'"), std::string::npos) << message;
   remove_checkpoint(dir);
 }
 
