@@ -28,8 +28,11 @@ augmentation): float 0..255 in and out, one random 3x3 convolution per sample.
 
 Every call draws fresh parameters: the functions (here and in ``rad``) but
 ``random_overlay`` share one step counter (``obsaug.nn._steps``: call k uses
-seed 0, step k); ``random_overlay`` uses its engine's, and each ``RandomShift``
-has its own (saved in its ``state_dict``).
+torch's seed, ``torch.initial_seed()``, and step k); ``random_overlay`` uses
+its engine's (built with torch's seed), and each ``RandomShift`` has its own
+(saved in its ``state_dict`` with its seed, torch's when it was built). So
+``torch.manual_seed(s)`` seeds the augmentations as it seeds the upstream
+functions, and DataLoader workers (seeded apart by torch) draw apart.
 """
 from __future__ import annotations
 
@@ -67,16 +70,20 @@ class RandomShift(torch.nn.Module):
 
     ``forward(x)`` takes float ``[B, C, H, W]`` (any C, H, W; uint8 works
     too) and returns a tensor of the same shape and dtype. Call ``k`` (from
-    0) uses ``obsaug.ops.shift(x, seed=seed, step=k, pad=pad)``.
+    0) uses ``obsaug.ops.shift(x, seed=seed, step=k, pad=pad)``. The state
+    (``state_dict``) holds the seed and the step, so a loaded module goes on
+    with the saved module's draws.
     """
 
-    def __init__(self, pad: int = 4, seed: int = 0):
+    def __init__(self, pad: int = 4, seed: Optional[int] = None):
         """``pad``: a whole number in the shift op's range (a float such as 2.7
         is a ValueError, not truncated); ``seed``: an int in [0, 2**64), as
-        ``ops.shift`` takes it."""
+        ``ops.shift`` takes it; None (the default) takes torch's,
+        ``torch.initial_seed()``, so ``torch.manual_seed`` seeds this module
+        as it seeds DrQ-v2's."""
         super().__init__()
         self.pad = _whole_pad(pad)
-        self.seed = seed
+        self.seed = torch.initial_seed() if seed is None else seed
         # A CPU tensor, not a buffer: .cuda() leaves it on the host, so reading it never syncs.
         self._step = torch.zeros((), dtype=torch.int64)
 
@@ -91,7 +98,8 @@ class RandomShift(torch.nn.Module):
 
     @property
     def step(self) -> int:
-        return int(self._step.item())
+        """The next call's step, in [0, 2**64) (the counter is int64 and wraps as ops' steps)."""
+        return int(self._step.item()) % 2**64
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # One native op reads and advances the counter (obsaug::counted_shift):
@@ -99,10 +107,19 @@ class RandomShift(torch.nn.Module):
         return torch.ops.obsaug.counted_shift(x, self._step, self._seed64, self.pad)
 
     def get_extra_state(self) -> Dict[str, int]:
-        return {"step": self.step}
+        return {"seed": self.seed, "step": self.step}
 
     def set_extra_state(self, state: Dict[str, int]) -> None:
-        self._step.fill_(int(state["step"]))
+        """A saved state: ``step`` (and ``seed``; a state saved without one keeps
+        this module's), each an int in [0, 2**64), checked before either is set."""
+        if not isinstance(state, dict) or "step" not in state:
+            raise ValueError(f"RandomShift state must be a dict with 'step' (and 'seed'), "
+                             f"got {state!r}")
+        step = ops._as_int64("RandomShift state 'step'", state["step"])
+        seed = state.get("seed", self.seed)
+        ops._as_int64("RandomShift state 'seed'", seed)
+        self.seed = seed
+        self._step.fill_(step)
 
     def extra_repr(self) -> str:
         return f"pad={self.pad}, seed={self.seed}"
@@ -149,7 +166,7 @@ def _overlay_engine(x: torch.Tensor, alpha: float) -> Any:
         if engine is None:
             engine = Engine({
                 "device": str(x.device),
-                "seed": _steps.SEED,
+                "seed": _steps.seed(),
                 "frames": {"stack": max(1, x.shape[1] // 3), "channels": 3,
                            "height": x.shape[-2], "width": x.shape[-1]},
                 "pipeline": [{"op": "overlay", "alpha": float(alpha)}],
@@ -173,12 +190,14 @@ def random_overlay(x: torch.Tensor, alpha: float = 0.5) -> torch.Tensor:
 
 def random_shift(x: torch.Tensor, pad: int = 4) -> torch.Tensor:
     """DMControl-GB's ``random_shift``: pad ``pad`` (replicate) and crop back, per sample."""
-    return ops.shift(x, seed=_steps.SEED, step=_steps.take(), pad=pad)
+    seed, step = _steps.draw()
+    return ops.shift(x, seed=seed, step=step, pad=pad)
 
 
 def random_crop(x: torch.Tensor, size: int = 84) -> torch.Tensor:
     """DMControl-GB's ``random_crop``: a random ``size`` x ``size`` window per sample."""
-    return ops.crop(x, seed=_steps.SEED, step=_steps.take(), size=size)
+    seed, step = _steps.draw()
+    return ops.crop(x, seed=seed, step=step, size=size)
 
 
 def random_conv(x: torch.Tensor) -> torch.Tensor:
@@ -194,7 +213,8 @@ def random_conv(x: torch.Tensor) -> torch.Tensor:
     counter-based generator, not from ``torch.randn``; the whole batch is one
     kernel call instead of DMControl-GB's Python loop over samples.
     """
-    return ops.random_conv(x, seed=_steps.SEED, step=_steps.take())
+    seed, step = _steps.draw()
+    return ops.random_conv(x, seed=seed, step=step)
 
 
 from . import rad  # noqa: E402  (obsaug.nn.rad; it imports this package's _steps)

@@ -15,8 +15,9 @@ two conventions, and each function here keeps its own:
   ``random_rotation`` take uint8 too) and return a new tensor of the same
   dtype and device (RAD's colour jitter writes into its input; this does not).
 
-Each call is one ``obsaug.ops`` call at seed 0 and the next step of the
-counter all ``obsaug.nn`` functions share (``obsaug.nn._steps``). Parameters
+Each call is one ``obsaug.ops`` call at torch's seed (``torch.initial_seed()``)
+and the next step of the counter all ``obsaug.nn`` functions share
+(``obsaug.nn._steps``). Parameters
 are drawn per sample and shared by its stacked frames, as RAD does.
 
 Where obsaug deliberately differs from RAD (docs/ops.md has the table):
@@ -76,7 +77,8 @@ def _tensor(name: str, images: Any, uint8_ok: bool) -> torch.Tensor:
 
 
 def _draw() -> Dict[str, int]:
-    return {"seed": _steps.SEED, "step": _steps.take()}
+    seed, step = _steps.draw()
+    return {"seed": seed, "step": step}
 
 
 def _cut_range(name: str, min_cut: int, max_cut: int) -> Tuple[int, int]:

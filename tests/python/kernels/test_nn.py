@@ -77,6 +77,51 @@ def test_random_shift_is_obsaug_shift_with_a_step_counter():
     assert restored.step == 3 and torch.equal(restored(x), aug(x))
 
 
+def test_random_shift_state_carries_its_seed_and_takes_every_step():
+    """A loaded module goes on with the saved module's draws, whatever seed it was
+    built with; a step near 2**64 goes on as ops' steps do."""
+    x = torch.rand(2, 6, 12, 12) * 255
+    saved = onn.RandomShift(pad=2, seed=5)
+    saved.load_state_dict({"_extra_state": {"seed": 5, "step": 2**64 - 1}})
+    assert saved.step == 2**64 - 1
+    assert torch.equal(saved(x), obsaug.ops.shift(x, seed=5, step=2**64 - 1, pad=2))
+    assert saved.step == 0 and torch.equal(saved(x), obsaug.ops.shift(x, seed=5, step=0, pad=2))
+    loaded = onn.RandomShift(pad=2, seed=0)
+    loaded.load_state_dict(saved.state_dict())
+    assert loaded.seed == 5 and loaded.step == 1
+    assert torch.equal(loaded(x), saved(x))
+    old = onn.RandomShift(pad=2, seed=9)  # a state saved before the seed was
+    old.load_state_dict({"_extra_state": {"step": 4}})
+    assert old.seed == 9 and old.step == 4
+
+
+@pytest.mark.parametrize("state,exc,words", [
+    ({"step": -1}, ValueError, "RandomShift state 'step' must be in [0, 2**64), got -1"),
+    ({"step": 2.0}, TypeError, "RandomShift state 'step' must be an int"),
+    ({"step": True}, TypeError, "RandomShift state 'step' must be an int"),
+    ({"step": "5"}, TypeError, "RandomShift state 'step' must be an int"),
+    ({"step": 3, "seed": 2**64}, ValueError, "RandomShift state 'seed' must be in [0, 2**64)"),
+    ({"seed": 3}, ValueError, "RandomShift state must be a dict with 'step'"),
+])
+def test_random_shift_refuses_a_bad_state_and_keeps_its_own(state, exc, words):
+    aug = onn.RandomShift(pad=2, seed=7)
+    aug(torch.rand(1, 3, 8, 8))
+    with pytest.raises(exc) as err:
+        aug.load_state_dict({"_extra_state": state})
+    assert words in str(err.value)
+    assert aug.seed == 7 and aug.step == 1
+
+
+def test_random_shift_seeds_from_torch_unless_given():
+    before = torch.initial_seed()
+    try:
+        torch.manual_seed(123)
+        assert onn.RandomShift(pad=4).seed == 123
+        assert onn.RandomShift(pad=4, seed=8).seed == 8
+    finally:
+        torch.manual_seed(before)
+
+
 def test_random_shift_keeps_its_count_when_the_input_is_rejected():
     aug = onn.RandomShift(pad=4, seed=3)
     x = torch.rand(2, 9, 84, 84) * 255
@@ -195,7 +240,7 @@ def test_random_shift_under_torch_compile_fullgraph():
     x = torch.rand(4, 9, 84, 84) * 255
     outs = [compiled(x) for _ in range(12)]  # more steps than the recompile limit
     for step, out in enumerate(outs):
-        assert torch.equal(out, obsaug.ops.shift(x, seed=0, step=step, pad=4))
+        assert torch.equal(out, obsaug.ops.shift(x, seed=aug.seed, step=step, pad=4))
     assert aug.step == 12
 
 

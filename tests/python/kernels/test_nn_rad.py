@@ -97,6 +97,50 @@ def test_every_call_takes_the_next_shared_step():
     assert _steps.take() == start + 4 and _steps.peek() == start + 5
 
 
+@pytest.fixture
+def torch_seed():
+    """Sets torch's seed for a test and restores the one pytest's run had."""
+    before = torch.initial_seed()
+    yield torch.manual_seed
+    torch.manual_seed(before)
+
+
+@pytest.mark.parametrize("seed", [1, 2**64 - 5])
+def test_the_functions_draw_with_torchs_seed(torch_seed, seed):
+    """As the upstream functions draw from torch's generator, torch.manual_seed(s)
+    seeds these: runs seeded apart augment apart."""
+    x = unit_images((3, 9, 16, 16))
+    calls = {
+        "random_shift": (lambda: onn.random_shift(x * 255, pad=3),
+                         lambda s, k: obsaug.ops.shift(x * 255, seed=s, step=k, pad=3)),
+        "random_flip": (lambda: rad.random_flip(x),
+                        lambda s, k: obsaug.ops.flip(x, seed=s, step=k, p=0.2)),
+        "random_conv": (lambda: onn.random_conv(x * 255),
+                        lambda s, k: obsaug.ops.random_conv(x * 255, seed=s, step=k)),
+    }
+    for name, (call, op) in calls.items():
+        torch_seed(seed)
+        step, out = at_next_step(call)
+        assert torch.equal(out, op(seed, step)), name
+        if name != "random_flip":  # (p = 0.2: two seeds may flip no sample alike)
+            assert not torch.equal(out, op(seed + 1, step)), name
+
+
+def _first_worker_shift(_):
+    x = torch.arange(2 * 3 * 24 * 24, dtype=torch.float32).reshape(2, 3, 24, 24) % 251
+    return onn.random_shift(x, pad=4)
+
+
+def test_dataloader_workers_draw_apart():
+    """torch seeds each DataLoader worker base seed + worker id, so two workers at
+    the same step of the shared counter still draw different shifts."""
+    loader = torch.utils.data.DataLoader(list(range(2)), batch_size=None, num_workers=2,
+                                         collate_fn=_first_worker_shift,
+                                         multiprocessing_context="fork")
+    first, second = list(loader)
+    assert not torch.equal(first, second)
+
+
 def at_next_step(call):
     """(step, call()) with the step the call takes."""
     step = _steps.peek()
@@ -129,9 +173,9 @@ def test_random_conv_is_dmcgb_random_conv():
     step, out = at_next_step(lambda: onn.random_conv(x))
     assert out.dtype == torch.float32 and out.shape == x.shape
     assert 0 <= out.min() and out.max() <= 255
-    assert torch.equal(out, obsaug.ops.random_conv(x, seed=0, step=step))
+    assert torch.equal(out, obsaug.ops.random_conv(x, seed=_steps.seed(), step=step))
     # DMControl-GB's formula with the weights obsaug drew for each sample
-    weights = weights_from_impulses(lambda t: obsaug.ops.random_conv(t, seed=0, step=step), b,
+    weights = weights_from_impulses(lambda t: obsaug.ops.random_conv(t, seed=_steps.seed(), step=step), b,
                                     "sigmoid")
     for i in range(b):
         frames = F.pad(x[i].reshape(s, 3, h, w).double() / 255., [1] * 4, mode="replicate")
@@ -143,8 +187,8 @@ def test_random_conv_is_dmcgb_random_conv():
 def test_random_conv_uint8_keeps_uint8():
     x = random_obs((3, 9, 8, 8), seed=4)
     step, out = at_next_step(lambda: onn.random_conv(x))
-    assert out.dtype == torch.uint8 and torch.equal(out, obsaug.ops.random_conv(x, seed=0,
-                                                                                step=step))
+    assert out.dtype == torch.uint8 and torch.equal(
+        out, obsaug.ops.random_conv(x, seed=_steps.seed(), step=step))
 
 
 # --- RAD's torch functions: float 0..1 tensors -------------------------------------
@@ -154,10 +198,10 @@ def test_random_convolution_is_rads_xavier_conv_with_zero_padding():
     x = unit_images((b, s * 3, h, w), seed=5)
     step, out = at_next_step(lambda: rad.random_convolution(x))
     assert out.dtype == torch.float32 and out.shape == x.shape
-    assert torch.equal(out, obsaug.ops.random_conv(x, seed=0, step=step, init="xavier",
+    assert torch.equal(out, obsaug.ops.random_conv(x, seed=_steps.seed(), step=step, init="xavier",
                                                    padding="zeros", activation="none"))
     weights = weights_from_impulses(
-        lambda t: obsaug.ops.random_conv(t, seed=0, step=step, init="xavier", padding="zeros",
+        lambda t: obsaug.ops.random_conv(t, seed=_steps.seed(), step=step, init="xavier", padding="zeros",
                                          activation="none"), b, "none")
     for i in range(b):
         expected = F.conv2d(x[i].reshape(s, 3, h, w).double(), weights[i], padding=1)
@@ -172,7 +216,7 @@ def test_random_flip_each_sample_mirrored_or_kept():
     x = unit_images((3000, 3, 2, 3), seed=6)
     step, out = at_next_step(lambda: rad.random_flip(x))
     assert out.dtype == torch.float32 and out.shape == x.shape
-    assert torch.equal(out, obsaug.ops.flip(x, seed=0, step=step, p=0.2, axis="horizontal"))
+    assert torch.equal(out, obsaug.ops.flip(x, seed=_steps.seed(), step=step, p=0.2, axis="horizontal"))
     flipped = (out == x.flip(3)).flatten(1).all(1)
     kept = (out == x).flatten(1).all(1)
     assert bool((flipped | kept).all())
@@ -182,7 +226,7 @@ def test_random_flip_each_sample_mirrored_or_kept():
 def test_random_rotation_quarter_turns():
     x = unit_images((3000, 6, 3, 3), seed=7)
     step, out = at_next_step(lambda: rad.random_rotation(x))
-    assert torch.equal(out, obsaug.ops.rotate(x, seed=0, step=step, p=0.3))
+    assert torch.equal(out, obsaug.ops.rotate(x, seed=_steps.seed(), step=step, p=0.3))
     turns = torch.full((x.shape[0],), -1)
     for q in (3, 2, 1, 0):
         turns[(out == x.rot90(q, [2, 3])).flatten(1).all(1)] = q
@@ -202,7 +246,7 @@ def test_random_grayscale_float_0_1():
     x = unit_images((2000, 6, 4, 4), seed=9)
     step, out = at_next_step(lambda: rad.random_grayscale(x))
     assert out.dtype == torch.float32 and out.shape == x.shape
-    assert torch.equal(out, obsaug.ops.grayscale(x, seed=0, step=step, p=0.3))
+    assert torch.equal(out, obsaug.ops.grayscale(x, seed=_steps.seed(), step=step, p=0.3))
     frames = out.view(2000, 2, 3, 4, 4)
     gray = (frames[:, :, 0] == frames[:, :, 1]).flatten(1).all(1) & \
            (frames[:, :, 1] == frames[:, :, 2]).flatten(1).all(1)
@@ -221,7 +265,7 @@ def test_random_color_jitter_float_0_1_and_leaves_its_input():
     assert torch.equal(x, before)
     assert out.dtype == torch.float32 and out.shape == x.shape
     assert 0 <= out.min() and out.max() <= 1
-    expected = obsaug.ops.color_jitter(x * 255.0, seed=0, step=step, brightness=0.4,
+    expected = obsaug.ops.color_jitter(x * 255.0, seed=_steps.seed(), step=step, brightness=0.4,
                                        contrast=0.4, saturation=0.4, hue=0.5, p=1.0) / 255.0
     assert torch.equal(out, expected)
     assert not torch.equal(out, x)
@@ -245,7 +289,7 @@ def test_random_crop_numpy_every_offset():
     x = numpy_u8((1000, 3, 20, 20), seed=12)
     step, out = at_next_step(lambda: rad.random_crop(x, out=16))
     assert isinstance(out, np.ndarray) and out.dtype == np.uint8 and out.shape == (1000, 3, 16, 16)
-    expected = obsaug.ops.crop(torch.from_numpy(x), seed=0, step=step, size=16).numpy()
+    expected = obsaug.ops.crop(torch.from_numpy(x), seed=_steps.seed(), step=step, size=16).numpy()
     assert np.array_equal(out, expected)
     offsets = set()
     for b in range(1000):
@@ -262,7 +306,7 @@ def test_random_translate_numpy_and_its_offsets(monkeypatch):
     x = numpy_u8((50, 6, 10, 12), seed=13, low=1)
     step, out = at_next_step(lambda: rad.random_translate(x, 16))
     assert isinstance(out, np.ndarray) and out.dtype == np.uint8 and out.shape == (50, 6, 16, 16)
-    assert np.array_equal(out, obsaug.ops.translate(torch.from_numpy(x), seed=0, step=step,
+    assert np.array_equal(out, obsaug.ops.translate(torch.from_numpy(x), seed=_steps.seed(), step=step,
                                                     size=16).numpy())
     monkeypatch.setattr(_steps, "_next", step)  # the same draws, with the offsets returned
     again, idxs = rad.random_translate(x, 16, return_random_idxs=True)
@@ -295,7 +339,7 @@ def test_random_cutout_numpy_black_box_sides_10_to_29():
     x = numpy_u8((600, 6, 64, 64), seed=15, low=1)
     step, out = at_next_step(lambda: rad.random_cutout(x))
     assert isinstance(out, np.ndarray) and out.dtype == np.uint8 and out.shape == x.shape
-    assert np.array_equal(out, obsaug.ops.cutout(torch.from_numpy(x), seed=0, step=step, min=10,
+    assert np.array_equal(out, obsaug.ops.cutout(torch.from_numpy(x), seed=_steps.seed(), step=step, min=10,
                                                  max=29, fill="zeros").numpy())
     sides = set()
     for b in range(600):
@@ -309,7 +353,7 @@ def test_random_cutout_color_uint8_and_float():
     x = numpy_u8((40, 6, 48, 48), seed=16)
     step, out = at_next_step(lambda: rad.random_cutout_color(x))
     assert out.dtype == np.uint8 and out.shape == x.shape
-    boxed = obsaug.ops.cutout(torch.from_numpy(x), seed=0, step=step, min=10, max=29,
+    boxed = obsaug.ops.cutout(torch.from_numpy(x), seed=_steps.seed(), step=step, min=10, max=29,
                               fill="color").numpy()
     assert np.array_equal(out, boxed)
     # float 0..1: the same box, its colour k / 255 (RAD's scale); every other pixel
@@ -317,7 +361,7 @@ def test_random_cutout_color_uint8_and_float():
     f = (x.astype(np.float32) + 0.5) / 256.0
     step, out = at_next_step(lambda: rad.random_cutout_color(f))
     assert out.dtype == np.float32 and out.shape == f.shape
-    boxed = obsaug.ops.cutout(torch.from_numpy(x), seed=0, step=step, min=10, max=29,
+    boxed = obsaug.ops.cutout(torch.from_numpy(x), seed=_steps.seed(), step=step, min=10, max=29,
                               fill="color").numpy()
     for b in range(40):
         top, left, h, w = cut_box(out[b], f[b])
