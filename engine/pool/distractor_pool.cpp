@@ -187,6 +187,12 @@ struct DistractorPool::Impl {
   std::mutex error_mu_;
   std::exception_ptr worker_error_;
   std::atomic<bool> has_worker_error_{false};
+
+  // The process that built the pool and runs its decoder threads. A fork's
+  // child (a DataLoader worker, os.fork) has none of them: there an async
+  // pool would never refresh, and joining its threads would wait forever.
+  const pid_t owner_pid_ = ::getpid();
+  bool in_forked_child() const { return ::getpid() != owner_pid_; }
 };
 
 DistractorPool::Impl::Impl(DistractorPoolOptions opts) : opts_(std::move(opts)) {
@@ -784,6 +790,14 @@ void DistractorPool::Impl::restore(const PoolState& state) {
 
 void DistractorPool::Impl::close() {
   if (closed_.exchange(true)) return;
+  if (in_forked_child()) {
+    // The threads, mu_ and the CUDA events are the parent's: a join would
+    // never return, a parent's worker may have held mu_ at the fork, and a
+    // joinable std::thread's destructor terminates. So the thread objects
+    // are let go unjoined (a few bytes, once per fork) and nothing else runs.
+    for (auto& worker : workers_) new std::thread(std::move(worker->thread));
+    return;
+  }
   stop_ = true;
   wake_workers();
   for (auto& worker : workers_) {
@@ -810,6 +824,14 @@ DistractorPool::~DistractorPool() = default;
 void DistractorPool::prepare_for_augment() {
   Impl& im = *impl_;
   if (im.closed_) throw std::logic_error("DistractorPool::prepare_for_augment after close()");
+  if (im.opts_.mode == RefreshMode::kAsync && im.in_forked_child()) {
+    throw std::runtime_error(
+        "DistractorPool: built in process " + std::to_string(im.owner_pid_) +
+        " and used in process " + std::to_string(::getpid()) +
+        ", a fork of it, where its background decoders do not run, so it would never refresh: "
+        "build the Engine or pool in this process (e.g. in a DataLoader worker_init_fn or the "
+        "env factory), or use refresh mode sync");
+  }
   im.rethrow_worker_error();
   im.calls_.fetch_add(1);
 #ifdef OBSAUG_WITH_CUDA

@@ -129,7 +129,9 @@ class RandomShift(torch.nn.Module):
 
 _lock = threading.Lock()
 _default_engine: Optional[Any] = None
-_engines: Dict[Tuple[int, int, str, float], Any] = {}  # the built-in engines, closed at exit
+# The built-in engines, closed at exit, per process: a fork's child (a
+# DataLoader worker) builds its own, since a parent's pool does not refresh there.
+_engines: Dict[Tuple[int, int, int, str, float], Any] = {}
 
 
 @atexit.register
@@ -160,7 +162,7 @@ def set_default_engine(engine: Optional[Any]) -> None:
 def _overlay_engine(x: torch.Tensor, alpha: float) -> Any:
     from ..engine import Engine  # needs the native Engine (built with the pool and yaml-cpp)
 
-    key = (x.shape[-2], x.shape[-1], str(x.device), float(alpha))
+    key = (os.getpid(), x.shape[-2], x.shape[-1], str(x.device), float(alpha))
     with _lock:
         engine = _engines.get(key)
         if engine is None:

@@ -6,7 +6,9 @@ the pool or yaml-cpp) or the photographs are absent."""
 import os
 import pathlib
 import shutil
+import signal
 import threading
+import time
 
 import pytest
 import torch
@@ -197,6 +199,68 @@ def test_context_manager_closes():
     assert engine.closed
     with pytest.raises(RuntimeError, match="engine is closed"):
         engine.augment(obs_batch())
+
+
+def in_a_fork(check):
+    """check()'s result (a string, or the exception it raised as "Type: message") when
+    run in a forked child, as a DataLoader worker runs; fails if the child hangs."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: one intra-op thread, as torch gives a DataLoader worker
+        os.close(read_end)
+        try:
+            torch.set_num_threads(1)
+            result = check()
+        except BaseException as e:  # noqa: B902 (reported to the parent)
+            result = f"{type(e).__name__}: {e}"
+        os.write(write_end, result.encode())
+        os._exit(0)
+    os.close(write_end)
+    deadline = time.monotonic() + 60
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung")
+        time.sleep(0.05)
+    with os.fdopen(read_end, "rb") as pipe:
+        return pipe.read().decode()
+
+
+def test_an_async_pool_used_in_a_fork_says_so_and_closes_there():
+    """A fork's child has none of the pool's decoder threads: an async pool would never
+    refresh there, so a call refuses by name; closing there returns (the parent's
+    threads are not joined) and the parent's engine goes on."""
+    obs = obs_batch()
+    with obsaug.Engine(small_config(mode="async")) as engine:
+        engine.augment(obs)
+
+        def use_then_close():
+            with pytest.raises(RuntimeError) as refused:
+                engine.augment(obs)
+            engine.close()
+            return str(refused.value)
+
+        assert in_a_fork(lambda: (engine.close(), "closed")[1]) == "closed"
+        message = in_a_fork(use_then_close)
+        assert "a fork of it, where its background decoders do not run" in message, message
+        assert "build the Engine or pool in this process" in message
+        assert engine.augment(obs).shape == obs.shape
+        assert engine.stats()["calls"] == 2
+
+
+def test_a_sync_pool_refreshes_in_a_fork():
+    obs = obs_batch()
+    with obsaug.Engine(small_config(mode="sync")) as engine:
+        engine.augment(obs)
+
+        def refreshes():
+            before = engine.stats()["pool_uploaded"]
+            engine.augment(obs)
+            engine.close()
+            return str(engine.stats()["pool_uploaded"] - before)
+
+        assert in_a_fork(refreshes) == "3"  # per_call
 
 
 def test_threads_share_one_engine():
