@@ -7,12 +7,13 @@ area, which the owners of its rank's draws write. Header words (int64):
 written, as owner, into every requester's area; [2] `failed`: the last
 call whose rows this rank could not write (its error stopped it; the
 ranks waiting for them raise instead of waiting out the timeout);
-[8 + 16 p] the call whose values follow in slot p = call % 2,
-[9 + 16 p ...] those values (the per-call stats every rank publishes
-instead of an all_gather). Two slots:
-a rank writes call n + 1's values while a slower rank may still be reading
-call n's, never call n - 1's (it published n + 1 after finishing call n,
-which needed every rank's call-n values).
+[8 + 16 p] the call whose values follow in slot p = 2 * phase + call % 2,
+[9 + 16 p ...] those values (the per-call values every rank publishes
+instead of an all_gather: phase 0 the stats, phase 1 the engine steps of
+an accepted call). Two slots per phase: a rank writes call n + 1's values
+of a phase while a slower rank may still be reading call n's, never call
+n - 1's (it published n + 1 after finishing call n, which needed every
+rank's call-n values of every phase).
 
 Ordering relies on the stores of one process reaching the other processes
 in program order and loads not passing loads (x86-64's TSO; the transport
@@ -81,6 +82,14 @@ def group_timeout(group: Optional[Any]) -> datetime.timedelta:
         return pg._get_backend(torch.device("cpu")).options._timeout
     except (AttributeError, RuntimeError):
         return dist.default_pg_timeout
+
+
+def owner_failed(rank: int, call: int) -> RuntimeError:
+    """The error of a requester whose rows of `call` owner `rank` could not write
+    (both transports). Every rank counted the call, so the next one works."""
+    return RuntimeError(f"rank {rank} failed to write its rows of sample call {call} (its "
+                        "own error names the problem), so this rank has no batch; every "
+                        "rank counted the call: fix that rank's cause and sample again")
 
 
 class SharedRegions:
@@ -186,12 +195,14 @@ class SharedRegions:
                 return j
         return self.slots - 1
 
-    def exchange(self, call: int, values: Sequence[int]) -> torch.Tensor:
-        """Every rank's `values` for `call` (an all_gather through the headers):
-        [world_size, len(values)] int64."""
+    def exchange(self, call: int, values: Sequence[int], phase: int = 0) -> torch.Tensor:
+        """Every rank's `values` for `call` (an all_gather through the headers),
+        in the call's exchange `phase` (0 or 1): [world_size, len(values)] int64."""
         if len(values) >= _SLOT_WORDS:
             raise ValueError(f"at most {_SLOT_WORDS - 1} values per call, got {len(values)}")
-        at = _SLOTS + _SLOT_WORDS * (call % 2)
+        if phase not in (0, 1):
+            raise ValueError(f"phase must be 0 or 1, got {phase}")
+        at = _SLOTS + _SLOT_WORDS * (2 * phase + call % 2)
         mine = self._headers[self.rank]
         mine[at + 1:at + 1 + len(values)] = torch.tensor(values, dtype=torch.int64)
         mine[at] = call  # after the values
@@ -214,9 +225,7 @@ class SharedRegions:
                    "write its rows of")
         failed = [r for r in owners if int(self._headers[r][_FAILED]) == call]
         if failed:
-            raise RuntimeError(f"rank {failed[0]} failed to write its rows of sample call "
-                               f"{call} (its own error names the problem), so this rank has "
-                               "no batch; fix that rank's cause and sample again")
+            raise owner_failed(failed[0], call)
 
     def _wait(self, ready: Any, ranks: Sequence[int], call: int, what: str) -> None:
         waiting = [r for r in ranks if not ready(self._headers[r])]

@@ -10,7 +10,8 @@ docs/distributed.md is the contract)::
     rb.update_priorities(batch["indices"], td.abs() + 1e-6)                   # collective
 
 A sample call is one all_gather of each shard's size (or priority total),
-its sampler counter, the requester's engine seed and step; every rank
+its sampler counter and the requester's engine seed (then, once every rank
+has accepted the call, one more of the engine steps each reserved); every rank
 computes every rank's draws from the gathered sizes (they are a pure function
 of the buffer seed, the call and the draw id b_global = rank * B + b), so the
 owners know their requests without a message of their own. The owners write
@@ -29,6 +30,7 @@ import math
 import os
 import platform
 import re
+import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -37,7 +39,7 @@ import torch.distributed as dist
 from . import _C
 from . import ops as _ops
 from ._devices import same_device
-from ._shared_regions import SharedRegions, host_identity
+from ._shared_regions import SharedRegions, host_identity, owner_failed
 from .replay import ReplayBuffer, _Envs, _tensor
 
 __all__ = ["ShardedReplayBuffer"]
@@ -45,12 +47,17 @@ __all__ = ["ShardedReplayBuffer"]
 _DRAW_IDS = 1 << 32  # the Philox counter's b word numbers every draw of a call
 _TSO = ("x86_64", "AMD64")  # the shared-memory transport's ordering (_shared_regions)
 _TRANSPORTS = ("auto", "all_to_all", "shared_memory")
-_STATS = ("valid", "total", "smallest", "call", "batch", "engine_seed", "step", "engine", "slot")
+_STATS = ("valid", "total", "smallest", "call", "batch", "engine_seed", "engine", "slot")
 _HELD_SLOTS = 3  # batch slots per shared region the caller may hold; one more is scratch
 
 
 def _as_bits(x: float) -> int:
     return int(torch.tensor([x], dtype=torch.float64).view(torch.int64).item())
+
+
+def _signed(x: int) -> int:
+    """An unsigned 64-bit value as the int64 with its bits."""
+    return x - (1 << 64) if x >= 1 << 63 else x
 
 
 def _from_bits(t: torch.Tensor) -> torch.Tensor:
@@ -115,6 +122,7 @@ class _Layout:
         self._small_before = [sum(width for *_, width in self.small_fields[:i])
                               for i in range(len(self.small_fields))]
         self.unit = math.lcm(self.row_bytes, 8)
+        self.index_field = [name for name, *_ in self.small_fields].index("indices")
 
     def segment(self, k: int) -> int:
         if k == 0:
@@ -226,6 +234,10 @@ class ShardedReplayBuffer:
         self._views: Dict[Tuple[int, ...], Any] = {}
         self._engine_digest: Tuple[Any, int] = (None, 0)
         self._closed = False
+        # held by add / add_first and by this rank's part as owner of a sample call
+        # (the choice of its slots through the gathers of their rows), so rows
+        # are never gathered from a shard an add is changing
+        self._lock = threading.Lock()
 
     def close(self) -> None:
         """Releases the transport's memory (shared regions, send and receive
@@ -268,12 +280,14 @@ class ShardedReplayBuffer:
 
     def add_first(self, frame: Any, env: _Envs = None) -> None:
         """Starts an episode in this rank's shard (ReplayBuffer.add_first)."""
-        self.local.add_first(frame, env)
+        with self._lock:
+            self.local.add_first(frame, env)
 
     def add(self, action: Any, reward: Any, frame: Any, terminated: Any = False,
             truncated: Any = False, env: _Envs = None) -> None:
         """One step into this rank's shard (ReplayBuffer.add)."""
-        self.local.add(action, reward, frame, terminated, truncated, env)
+        with self._lock:
+            self.local.add(action, reward, frame, terminated, truncated, env)
 
     # --- sampling ------------------------------------------------------------------
 
@@ -317,7 +331,6 @@ class ShardedReplayBuffer:
             raise ValueError(f"augment's engine is on {native.device} but this shard is on "
                              f"{self.local.device}; they must match")
         local = self.local._native
-        step = native.reserve_steps(1 if share_augmentation else 2) if native else 0
         total, smallest = local.priority_summary()
         engine_seed = native.seed if native else 0
         layout = self._layout(native)
@@ -327,8 +340,7 @@ class ShardedReplayBuffer:
             # a region about to grow is all free slots (held batches keep the old one)
             slot = 0 if need > self._regions.slot_bytes else self._regions.free_slot()
         values = [local.num_valid, _as_bits(total), _as_bits(smallest), local.sample_calls,
-                  batch_size, engine_seed - (1 << 64) if engine_seed >= 1 << 63 else engine_seed,
-                  step - (1 << 64) if step >= 1 << 63 else step,
+                  batch_size, _signed(engine_seed),
                   (engine_digest >> 2) * 2 + int(share_augmentation), slot]
         self._call += 1
         if self.transport == "shared_memory":
@@ -336,8 +348,56 @@ class ShardedReplayBuffer:
         else:
             stats = self._all_gather(values)
         column = {name: stats[:, i] for i, name in enumerate(_STATS)}
-        self._check_agreement(column)
+        self._check_agreement(column)  # refused on every rank alike: no step, not counted
+        shared = (self.transport == "shared_memory"
+                  and self._regions.grow(layout.slot_bytes(batch_size), _HELD_SLOTS + 1))
+        if self.transport == "shared_memory" and not shared:
+            self._fall_back()
+        column["step"] = self._reserve_steps(native, share_augmentation, shared)
         call = int(column["call"][0]) & ((1 << 64) - 1)
+        # From here the call is consumed on every rank, whatever its outcome on
+        # each: every rank counts it (a rank that raises too), so the shards'
+        # counters stay equal and the next call works once the cause is fixed.
+        try:
+            out = self._sample_accepted(native, column, batch_size, call, share_augmentation,
+                                        layout, slot, shared, b_exp)
+        finally:
+            local.count_sample_call()
+        return out
+
+    def _reserve_steps(self, native: Optional[Any], share: bool, shared: bool) -> torch.Tensor:
+        """Every rank's first reserved engine step for an accepted call (0 without
+        an engine: every rank agreed on that). The steps are taken only once
+        the call is accepted, so a refused call takes none (as a local
+        buffer's); the values are exchanged once more (through the headers on
+        the shared-memory transport, an all_gather else). A rank whose engine
+        gives no steps raises its error, the others a RuntimeError naming it,
+        and the call is not counted anywhere."""
+        if native is None:
+            return torch.zeros(self.world_size, dtype=torch.int64)
+        try:
+            step, error = native.reserve_steps(1 if share else 2), None
+        except Exception as e:  # raised below, once every rank knows
+            step, error = 0, e
+        values = [_signed(step), int(error is not None)]
+        if shared:
+            got = self._regions.exchange(self._call, values, phase=1)
+        else:
+            got = self._all_gather(values)
+        if error is not None:
+            raise error
+        failed = [r for r in range(self.world_size) if int(got[r, 1])]
+        if failed:
+            raise RuntimeError(f"rank {failed[0]} could not reserve its engine's steps for "
+                               "this sample call (its own error names the problem); no rank "
+                               "sampled: fix that rank's cause and sample again")
+        return got[:, 0]
+
+    def _sample_accepted(self, native: Optional[Any], column: Dict[str, torch.Tensor],
+                         batch_size: int, call: int, share: bool, layout: "_Layout",
+                         slot: int, shared: bool, b_exp: float) -> Dict[str, torch.Tensor]:
+        """The draws, this rank's part as owner and its batch as requester of an
+        accepted call (sample)."""
         prioritized = self.local.prioritized
         mass = (_from_bits(column["total"]) if prioritized
                 else column["valid"].to(torch.float64)).tolist()
@@ -350,14 +410,10 @@ class ShardedReplayBuffer:
         # positions[r][o]: the draws of requester r that rank o owns, ascending
         positions = [[torch.nonzero(own == o).flatten() for o in range(self.world_size)]
                      for own in owners]
-        shared = (self.transport == "shared_memory"
-                  and self._regions.grow(layout.slot_bytes(batch_size), _HELD_SLOTS + 1))
-        if self.transport == "shared_memory" and not shared:
-            self._fall_back()
         if shared:
             try:
                 self._serve_shared(native, column, positions, targets, batch_size, call, mass,
-                                   share_augmentation, layout)
+                                   share, layout)
             except BaseException:
                 self._regions.mark_failed(self._call)  # the requesters raise, not wait
                 raise
@@ -371,15 +427,20 @@ class ShardedReplayBuffer:
             out = self._batch_in_slot(layout, slot, batch_size)
         else:
             counts = [[len(p) for p in row] for row in positions]
-            layout = self._serve(native, column, [p for p in positions], targets, batch_size,
-                                 call, mass, share_augmentation, counts)
-            out = self._receive(layout, counts, positions[self.rank], batch_size)
+            layout, error = self._serve(native, column, positions, targets, batch_size, call,
+                                        mass, share, counts)
+            # an owner that failed still takes part in the all_to_all (its segments
+            # say so), so its requesters raise at once instead of timing out
+            out, failed = self._receive(layout, counts, positions[self.rank], batch_size)
+            if error is not None:
+                raise error
+            if failed:
+                raise owner_failed(failed[0], self._call)
         if prioritized:
             q_min = min(s for s, t in zip(_from_bits(column["smallest"]).tolist(), mass) if t > 0)
             out["weights"] = (out.pop("weight") / q_min).pow(-b_exp).to(torch.float32)
         else:
             out.pop("weight")
-        local.count_sample_call()
         return out
 
     def _check_agreement(self, column: Dict[str, torch.Tensor]) -> None:
@@ -426,6 +487,14 @@ class ShardedReplayBuffer:
         and step, written at their draw positions into the slot the requester
         published (column["slot"])."""
         mine = [positions[r][self.rank] for r in range(self.world_size)]
+        with self._lock:
+            self._write_shared(native, column, mine, targets, batch_size, call, mass, share,
+                               layout)
+
+    def _write_shared(self, native: Optional[Any], column: Dict[str, torch.Tensor],
+                      mine: List[torch.Tensor], targets: List[torch.Tensor], batch_size: int,
+                      call: int, mass: List[float], share: bool, layout: "_Layout") -> None:
+        """_serve_shared's rows (the caller holds the lock)."""
         ids, rows = self._owned(native, mine, targets, batch_size, call, mass)
         storage = self.local.storage
         seeds, steps, slots = (column[name].tolist() for name in ("engine_seed", "step", "slot"))
@@ -481,22 +550,42 @@ class ShardedReplayBuffer:
     def _serve(self, native: Optional[Any], column: Dict[str, torch.Tensor],
                positions: List[List[torch.Tensor]], targets: List[torch.Tensor],
                batch_size: int, call: int, mass: List[float], share: bool,
-               counts: List[List[int]]) -> "_Layout":
+               counts: List[List[int]]) -> Tuple["_Layout", Optional[Exception]]:
         """This rank's part as owner on the all_to_all transport: the rows of
         every draw it owns, gathered and augmented with each requester's seed
         and step, written into this rank's send buffer, where _Layout places
-        them. Returns the layout."""
+        them. Returns the layout and the error that stopped this owner, if
+        any: its segments then hold index -1 (no stored slot has it), which
+        tells their requesters that it failed."""
         mine = [positions[r][self.rank] for r in range(self.world_size)]
-        ids, rows = self._owned(native, mine, targets, batch_size, call, mass)
         device = self.local.device
-        storage = self.local.storage
         layout = self._layout(native)
         # requester r's receive buffer holds owner o's segment at sum(sizes[r][:o]);
         # this rank's segments go into its send buffer in rank order
         sizes = [[layout.segment(k) for k in counts[r]] for r in range(self.world_size)]
         send = [sizes[r][self.rank] for r in range(self.world_size)]
         self._send = _at_least(self._send, sum(send), device)
+        self._send_sizes = send
         at = [sum(send[:r]) for r in range(self.world_size)]
+        try:
+            with self._lock:
+                self._write_segments(native, column, mine, targets, batch_size, call, mass,
+                                     share, layout, at)
+        except Exception as e:  # raised by sample after the all_to_all
+            for r, part in _parts(mine):
+                layout.small(self._send, at[r], part.stop - part.start,
+                             layout.index_field).fill_(-1)
+            return layout, e
+        return layout, None
+
+    def _write_segments(self, native: Optional[Any], column: Dict[str, torch.Tensor],
+                        mine: List[torch.Tensor], targets: List[torch.Tensor],
+                        batch_size: int, call: int, mass: List[float], share: bool,
+                        layout: "_Layout", at: List[int]) -> None:
+        """_serve's rows, requester r's segment at byte at[r] of the send buffer
+        (the caller holds the lock)."""
+        ids, rows = self._owned(native, mine, targets, batch_size, call, mass)
+        storage = self.local.storage
         for r, part in _parts(mine):
             k = part.stop - part.start
             area, base = self._send, at[r]
@@ -512,8 +601,6 @@ class ShardedReplayBuffer:
                                         out=out)
             for i, (name, *_) in enumerate(layout.small_fields):
                 layout.small(area, base, k, i).copy_(rows[name][part])
-        self._send_sizes = send
-        return layout
 
     def _layout(self, native: Optional[Any]) -> "_Layout":
         """Where the rows of a call lie (one per engine and storage, cached)."""
@@ -563,16 +650,26 @@ class ShardedReplayBuffer:
         self._views.clear()
 
     def _receive(self, layout: "_Layout", counts: List[List[int]],
-                 positions: List[torch.Tensor], batch_size: int) -> Dict[str, torch.Tensor]:
+                 positions: List[torch.Tensor], batch_size: int
+                 ) -> Tuple[Dict[str, torch.Tensor], List[int]]:
         """This rank's batch from the all_to_all, in draw order: owner o's rows
         go to the draws positions[o]. Every tensor returned is a fresh copy (one
-        call per field), never a view of the receive buffer."""
+        call per field), never a view of the receive buffer. Also the owners
+        whose segments say they failed (_serve): then no batch."""
         sizes = [layout.segment(k) for k in counts[self.rank]]
         self._recv = _at_least(self._recv, sum(sizes), self.local.device)
         area = self._recv
         self.bytes_sent += sum(n for r, n in enumerate(self._send_sizes) if r != self.rank)
         dist.all_to_all_single(area[:sum(sizes)], self._send[:sum(self._send_sizes)],
                                sizes, self._send_sizes, group=self.group)
+        failed, base = [], 0
+        for o, (pos, size) in enumerate(zip(positions, sizes)):
+            if len(pos) and bool((layout.small(area, base, len(pos), layout.index_field) < 0)
+                                 .any()):
+                failed.append(o)
+            base += size
+        if failed:
+            return {}, failed
         device = self.local.device
         obs_rows = torch.empty(batch_size, dtype=torch.int64)
         next_rows = torch.empty(batch_size, dtype=torch.int64)
@@ -594,7 +691,7 @@ class ShardedReplayBuffer:
                for name, index in (("obs", obs_rows), ("next_obs", next_rows))}
         for (name, _, _, _), parts in zip(layout.small_fields, small):
             out[name] = torch.cat(parts).index_select(0, order)
-        return out
+        return out, []
 
     # --- priorities ----------------------------------------------------------------
 
@@ -646,7 +743,8 @@ class ShardedReplayBuffer:
             code, at = (int(v) for v in verdicts[o, 1 + 2 * self.rank:3 + 2 * self.rank])
             i = int(order[sum(counts[:o]) + at])
             raise self._refusal(code, o, int(verdicts[o, 0]), int(idx[i]), float(pri[i]), i)
-        self.local.update_priorities(slots, weights)
+        with self._lock:  # not between an owner's choice of slots and its gathers
+            self.local.update_priorities(slots, weights)
 
     def _pairs(self, indices: Any, priorities: Any) -> Tuple[torch.Tensor, torch.Tensor]:
         """update_priorities' arguments as int64 and float64 CPU tensors [K],
