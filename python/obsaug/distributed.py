@@ -26,10 +26,12 @@ order with one call per field.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import platform
 import re
+import shutil
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -96,6 +98,66 @@ def _parts(mine: Sequence[torch.Tensor]):
         if len(pos):
             yield r, slice(start, start + len(pos))
         start += len(pos)
+
+
+_SHARD_FILE = "replay.obsaug"
+_MANIFEST = "manifest.json"
+_MANIFEST_FORMAT = "obsaug sharded replay checkpoint 1"
+_SHARD_FOLDER = re.compile(r"rank(\d+)-of-(\d+)(?:-([0-9a-f]{16}))?")
+
+
+def _shard_name(rank: int, world: int, save_id: str) -> str:
+    return f"rank{rank}-of-{world}-{save_id}"
+
+
+def _write_manifest(root: str, manifest: Dict[str, Any], suffix: str) -> None:
+    """``root/manifest.json``, atomically: a temporary file, fsync, rename, fsync
+    of the folder (so the rename is durable before old shards go)."""
+    target = os.path.join(root, _MANIFEST)
+    temporary = target + suffix
+    with open(temporary, "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, target)
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_manifest(root: str) -> Dict[str, Any]:
+    """The manifest of the sharded checkpoint in `root`, checked for its form;
+    ValueError naming what is wrong."""
+    file = os.path.join(root, _MANIFEST)
+    try:
+        with open(file) as f:
+            text = f.read()
+    except FileNotFoundError:
+        found = sorted(name for name in (os.listdir(root) if os.path.isdir(root) else [])
+                       if _SHARD_FOLDER.fullmatch(name))
+        what = (f"shard folders {', '.join(found[:4])}{', ...' if len(found) > 4 else ''} "
+                "but no manifest.json: a save that did not finish, or a checkpoint of an "
+                "older obsaug; save it again" if found else "no manifest.json")
+        raise ValueError(f"{root} holds no sharded replay checkpoint ({what})") from None
+    try:
+        manifest = json.loads(text)
+        world = manifest["world_size"]
+        shards = manifest["shards"]
+        ok = (manifest["format"] == _MANIFEST_FORMAT and isinstance(world, int) and world >= 1
+              and re.fullmatch(r"[0-9a-f]{16}", manifest["save_id"]) is not None
+              and isinstance(shards, list) and len(shards) == world
+              and all(shard["rank"] == r and isinstance(shard["bytes"], int)
+                      and shard["folder"] == _shard_name(r, world, manifest["save_id"])
+                      for r, shard in enumerate(shards)))
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{file} is not a manifest of a sharded replay checkpoint "
+                         f"({_MANIFEST_FORMAT!r}): it is corrupt; load another checkpoint")
+    return manifest
 
 
 class _Layout:
@@ -811,28 +873,82 @@ class ShardedReplayBuffer:
 
     # --- checkpoints ---------------------------------------------------------------
 
-    def _rank_dir(self, path: Union[str, "os.PathLike[str]"]) -> str:
-        return os.path.join(os.fspath(path), f"rank{self.rank}-of-{self.world_size}")
-
     def save(self, path: Union[str, "os.PathLike[str]"]) -> None:
-        """Writes this rank's shard to ``path/rank{r}-of-{world_size}/replay.obsaug``
-        (atomically, as ReplayBuffer.save). Every rank saves its own."""
-        self.local.save(self._rank_dir(path))
+        """A collective: every rank writes its shard to
+        ``path/rank{r}-of-{world_size}-{save id}/replay.obsaug`` (atomically, as
+        ReplayBuffer.save); once every rank's shard is written, every rank
+        writes the manifest ``path/manifest.json`` (world size, save id, each
+        shard's folder and size) and puts it in place with one rename; only
+        then are the shards of earlier saves removed. A save that fails on any
+        rank leaves the checkpoint in ``path`` as it was: the failing rank
+        raises its error, the others a RuntimeError naming it."""
+        root = os.fspath(path)
+        token = int(self._all_gather([int.from_bytes(os.urandom(8), "little", signed=True)])[0, 0])
+        save_id = f"{token & ((1 << 64) - 1):016x}"  # rank 0's
+        folder = os.path.join(root, _shard_name(self.rank, self.world_size, save_id))
+        error: Optional[Exception] = None
+        size = -1
+        try:
+            with self._lock:  # the shard as it is between adds
+                self.local.save(folder)
+            size = os.path.getsize(os.path.join(folder, _SHARD_FILE))
+        except Exception as e:  # raised below, once every rank knows
+            error = e
+        sizes = self._all_gather([size])[:, 0].tolist()
+        if -1 in sizes:
+            shutil.rmtree(folder, ignore_errors=True)  # this save's, never in a manifest
+            if error is not None:
+                raise error
+            raise RuntimeError(f"ShardedReplayBuffer.save: rank {sizes.index(-1)} could not "
+                               f"write its shard (its error names the problem); the "
+                               f"checkpoint in {root} is unchanged")
+        manifest = {"format": _MANIFEST_FORMAT, "world_size": self.world_size,
+                    "save_id": save_id,
+                    "shards": [{"rank": r, "folder": _shard_name(r, self.world_size, save_id),
+                                "bytes": n} for r, n in enumerate(sizes)]}
+        try:  # every rank: one file all see when they share the folder, one each else
+            _write_manifest(root, manifest, f".{self.rank}-{save_id}")
+        except Exception as e:
+            error = e
+        written = self._all_gather([int(error is None)])[:, 0].tolist()
+        if error is not None:
+            raise error
+        if 0 in written:
+            raise RuntimeError(f"ShardedReplayBuffer.save: rank {written.index(0)} could not "
+                               f"write the manifest of {root} (its error names the problem); "
+                               "the shards of the earlier save are kept")
+        self._remove_stale_shards(root, save_id)
+
+    def _remove_stale_shards(self, root: str, save_id: str) -> None:
+        """The shard folders in `root` that the manifest of save `save_id` does not
+        name: this rank's of earlier saves (any world size), and on rank 0 also
+        those of ranks this world does not have."""
+        keep = _shard_name(self.rank, self.world_size, save_id)
+        for name in os.listdir(root):
+            m = _SHARD_FOLDER.fullmatch(name)
+            if m is None or name == keep:
+                continue
+            rank = int(m.group(1))
+            if rank == self.rank or (self.rank == 0 and rank >= self.world_size):
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
     @classmethod
     def load(cls, path: Union[str, "os.PathLike[str]"], *, group: Optional[Any] = None,
              device: Optional[Union[str, torch.device]] = None,
              transport: str = "auto") -> "ShardedReplayBuffer":
-        """This rank's shard from ``save(path)``; a collective (whether every rank
-        could read its shard, then the options, are checked equal). A rank that
-        cannot read its shard raises its error (ValueError for a checkpoint of
-        another world size, one without this rank's shard, or a corrupt one;
-        FileNotFoundError for a shard folder without its file), the others a
-        ValueError naming it."""
+        """This rank's shard of the checkpoint ``save(path)`` wrote last (its
+        manifest); a collective (whether every rank could read its shard, and
+        of one save, then the options, are checked equal). A rank that cannot
+        read its shard raises its error (ValueError for a folder without a
+        manifest, a checkpoint of another world size, a shard missing or not
+        the one the manifest names, or a corrupt one; FileNotFoundError for a
+        shard folder without its file), the others a ValueError naming it."""
         rank, world = dist.get_rank(group), dist.get_world_size(group)
         local: Optional[ReplayBuffer] = None
+        save_id = 0
         try:
-            local = ReplayBuffer.load(cls._shard_folder(path, rank, world), device=device)
+            folder, save_id = cls._shard_folder(path, rank, world)
+            local = ReplayBuffer.load(folder, device=device)
             error: Optional[Exception] = None
         except Exception as e:  # raised below, once every rank knows
             error = e
@@ -842,40 +958,52 @@ class ShardedReplayBuffer:
             torch.empty(0, device=flag_device)
         except Exception as e:
             error, flag_device = error or e, torch.device("cpu")
-        flag = torch.tensor([int(error is not None)], dtype=torch.int64, device=flag_device)
+        flag = torch.tensor([int(error is not None), _signed(save_id)], dtype=torch.int64,
+                            device=flag_device)
         every = [torch.empty_like(flag) for _ in range(world)]
         dist.all_gather(every, flag, group=group)
-        failed = [r for r, t in enumerate(every) if int(t.item())]
+        failed = [r for r, t in enumerate(every) if int(t[0])]
         if error is not None:
             raise error
         if failed:
             raise ValueError(f"ShardedReplayBuffer.load: rank {failed[0]} could not load its "
                              f"shard of {os.fspath(path)} (its error names the problem); every "
                              "rank must load its own shard of one checkpoint")
+        ids = [int(t[1]) & ((1 << 64) - 1) for t in every]
+        if len(set(ids)) != 1:
+            raise ValueError(f"ShardedReplayBuffer.load: the ranks read the manifests of "
+                             f"different saves ({', '.join(f'{i:016x}' for i in ids)} by "
+                             f"rank) in {os.fspath(path)}; every rank must load its shard of "
+                             "one checkpoint")
         return cls(0, (), group=group, transport=transport, _local=local)
 
     @staticmethod
-    def _shard_folder(path: Union[str, "os.PathLike[str]"], rank: int, world: int) -> str:
-        """``path/rank{rank}-of-{world}``, or a ValueError saying why it is not there:
-        a checkpoint of another world size, a checkpoint without this rank's
-        shard, or no checkpoint."""
-        folder = os.path.join(os.fspath(path), f"rank{rank}-of-{world}")
-        if os.path.isdir(folder):
-            return folder
-        found = sorted({int(m.group(1)) for name in
-                        (os.listdir(path) if os.path.isdir(path) else [])
-                        for m in [re.fullmatch(r"rank\d+-of-(\d+)", name)] if m})
-        if world in found:
-            raise ValueError(f"{os.fspath(path)} holds a checkpoint of world size {world} "
-                             f"without rank {rank}'s shard (no {os.path.basename(folder)} "
-                             "folder): it is incomplete; restore that folder or load "
-                             "another checkpoint")
-        if found:
-            raise ValueError(f"{os.fspath(path)} holds a checkpoint of world size "
-                             f"{', '.join(map(str, found))}, but this group has {world} "
-                             "ranks; load it with the world size that saved it")
-        raise ValueError(f"{os.fspath(path)} holds no sharded replay checkpoint "
-                         f"(no {os.path.basename(folder)} folder)")
+    def _shard_folder(path: Union[str, "os.PathLike[str]"], rank: int,
+                      world: int) -> Tuple[str, int]:
+        """This rank's shard folder as the manifest of ``path`` names it, and the
+        save id, or a ValueError saying why it cannot be loaded: no manifest,
+        a checkpoint of another world size, a shard folder missing, or a
+        shard that is not the one the manifest names (another size)."""
+        root = os.fspath(path)
+        manifest = _read_manifest(root)
+        if manifest["world_size"] != world:
+            raise ValueError(f"{root} holds a checkpoint of world size "
+                             f"{manifest['world_size']}, but this group has {world} ranks; "
+                             "load it with the world size that saved it")
+        shard = manifest["shards"][rank]
+        folder = os.path.join(root, shard["folder"])
+        if not os.path.isdir(folder):
+            raise ValueError(f"{root} holds a checkpoint of world size {world} without rank "
+                             f"{rank}'s shard (no {shard['folder']} folder, which its manifest "
+                             "names): it is incomplete; restore that folder or load another "
+                             "checkpoint")
+        file = os.path.join(folder, _SHARD_FILE)
+        if os.path.isfile(file) and os.path.getsize(file) != shard["bytes"]:
+            raise ValueError(f"{file} holds {os.path.getsize(file)} bytes, but the manifest "
+                             f"of {root} names a shard of {shard['bytes']} bytes: it is not "
+                             "the shard that save wrote; restore that file or load another "
+                             "checkpoint")
+        return folder, int(manifest["save_id"], 16)
 
     # --- sizes ---------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ import datetime
 import errno
 import gc
 import os
+import shutil
 import sys
 import weakref
 
@@ -154,17 +155,22 @@ def saved_checkpoint(root, name):
     return path
 
 
+def shard_folder(path, rank):
+    """The folder of rank `rank`'s shard in the checkpoint at `path`."""
+    [name] = [n for n in os.listdir(path) if n.startswith(f"rank{rank}-of-2-")]
+    return os.path.join(path, name)
+
+
 def check_load_without_a_shard(root):
     """Rank 1's folder is gone: rank 1 raises a ValueError saying its shard is
     missing, rank 0 one naming rank 1."""
     rank = dist.get_rank()
     path = saved_checkpoint(root, "missing")
     if rank == 1:
-        os.remove(os.path.join(path, "rank1-of-2", "replay.obsaug"))
-        os.rmdir(os.path.join(path, "rank1-of-2"))
+        shutil.rmtree(shard_folder(path, 1))
     dist.barrier()
-    words = (["world size 2 without rank 1's shard", "no rank1-of-2 folder"] if rank == 1
-             else ["rank 1 could not load its shard"])
+    words = (["world size 2 without rank 1's shard", "no rank1-of-2-", "manifest names"]
+             if rank == 1 else ["rank 1 could not load its shard"])
     expect(lambda: ShardedReplayBuffer.load(path), ValueError, words)
     ok("load_without_a_shard")
 
@@ -188,13 +194,18 @@ def check_load_onto_an_unusable_device(root):
 
 
 def check_load_a_corrupt_shard(root):
-    """Rank 1's file is cut short: rank 1 raises the corrupt file's ValueError,
-    rank 0 one naming rank 1."""
+    """A byte of rank 1's file is flipped (its size, which the manifest names,
+    is right): rank 1 raises the corrupt file's ValueError, rank 0 one naming
+    rank 1."""
     rank = dist.get_rank()
     path = saved_checkpoint(root, "corrupt")
     if rank == 1:
-        file = os.path.join(path, "rank1-of-2", "replay.obsaug")
-        os.truncate(file, os.path.getsize(file) // 2)
+        file = os.path.join(shard_folder(path, 1), "replay.obsaug")
+        with open(file, "r+b") as f:
+            f.seek(os.path.getsize(file) // 2)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 0x5A]))
     dist.barrier()
     words = ["replay.obsaug"] if rank == 1 else ["rank 1 could not load its shard"]
     expect(lambda: ShardedReplayBuffer.load(path), ValueError, words)

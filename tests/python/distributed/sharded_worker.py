@@ -21,6 +21,7 @@ slot offset[r] + t).
 """
 import datetime
 import glob
+import json
 import math
 import os
 import sys
@@ -337,10 +338,17 @@ def check_checkpoint(world):
     for w, g in zip(want, got):
         for key in w:
             assert torch.equal(w[key], g[key]), key
-    assert os.path.isfile(os.path.join(root, f"rank{rank}-of-{world}", "replay.obsaug"))
+    assert len(glob.glob(os.path.join(root, f"rank{rank}-of-{world}-*", "replay.obsaug"))) == 1
+    assert os.path.isfile(os.path.join(root, "manifest.json"))
     # a checkpoint of another world size is refused with a message naming both
     other = os.path.join(os.environ["SHARDED_TMP"], f"other{rank}")
-    os.makedirs(os.path.join(other, f"rank{rank}-of-{world + 2}"), exist_ok=True)
+    os.makedirs(other, exist_ok=True)
+    save_id, bigger = "0123456789abcdef", world + 2
+    with open(os.path.join(other, "manifest.json"), "w") as f:
+        json.dump({"format": obsaug.distributed._MANIFEST_FORMAT, "world_size": bigger,
+                   "save_id": save_id,
+                   "shards": [{"rank": r, "folder": f"rank{r}-of-{bigger}-{save_id}",
+                               "bytes": 1} for r in range(bigger)]}, f)
     expect_value_error(lambda: ShardedReplayBuffer.load(other),
                        [f"world size {world + 2}", f"this group has {world}"],
                        "a checkpoint of another world size was loaded")
