@@ -128,13 +128,15 @@ void bind_engine(py::module& m) {
   py::class_<Engine>(m, "Engine", "Native obsaug engine; use obsaug.Engine.")
       .def_static(
           "from_file",
-          [](const std::string& path, int rank, int world_size, std::optional<bool> reuse_output) {
+          [](const std::string& path, int rank, int world_size, std::optional<bool> reuse_output,
+             const std::string& base_dir) {
             py::gil_scoped_release release;  // config load + pool fill
-            return std::make_unique<Engine>(with_reuse(load_config_file(path), reuse_output),
-                                            DistributedRank{rank, world_size});
+            return std::make_unique<Engine>(
+                with_reuse(load_config_file(path, base_dir), reuse_output),
+                DistributedRank{rank, world_size});
           },
           py::arg("path"), py::arg("rank") = 0, py::arg("world_size") = 1,
-          py::arg("reuse_output") = py::none())
+          py::arg("reuse_output") = py::none(), py::arg("base_dir") = "")
       .def_static(
           "from_string",
           [](const std::string& text, const std::string& origin, const std::string& base_dir,

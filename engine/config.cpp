@@ -708,7 +708,7 @@ bool operator==(const Config& a, const Config& b) {
          a.output.bias == b.output.bias && a.output.reuse == b.output.reuse;
 }
 
-Config load_config_file(const std::string& path) {
+Config load_config_file(const std::string& path, const std::string& base_dir) {
   if (is_directory(path))
     throw ConfigError(path, "",
                       "is a directory; expected a YAML config file such as "
@@ -721,7 +721,9 @@ Config load_config_file(const std::string& path) {
   text << in.rdbuf();
   // The repository root, inferred as the parent of the config's folder.
   const fs::path folder = absolute_path(path).parent_path();
-  return load_text(text.str(), path, {folder.parent_path()});
+  std::vector<fs::path> fallback{folder.parent_path()};
+  if (!base_dir.empty()) fallback.emplace_back(base_dir);
+  return load_text(text.str(), path, std::move(fallback));
 }
 
 Config load_config_string(const std::string& text, const std::string& origin,

@@ -123,10 +123,12 @@ inline bool operator!=(const Config& a, const Config& b) { return !(a == b); }
 // Loads and validates a YAML file. Relative pool.sources resolve against the
 // current working directory first, then against the repository root inferred
 // as the parent of the config file's folder (configs/x.yaml -> ./), so the
-// presets work from any working directory. A source spelt data/photos (or
-// ./data/photos, data/photos/) is the embedded photographs, found in
-// find_embedded_photos' order with those two folders as its roots.
-Config load_config_file(const std::string& path);
+// presets work from any working directory, then against `base_dir` when it
+// is not empty (the checkout: Python passes the one it lies in, the CLI the
+// one it was built in, as for load_config_string). A source spelt
+// data/photos (or ./data/photos, data/photos/) is the embedded photographs,
+// found in find_embedded_photos' order with those folders as its roots.
+Config load_config_file(const std::string& path, const std::string& base_dir = "");
 
 // Loads and validates YAML (or JSON) text. `origin` names the text in errors
 // (e.g. "<dict>"). Relative pool.sources resolve against the current working

@@ -86,7 +86,9 @@ std::vector<std::string> preset_names(const std::vector<std::string>& preset_dir
 std::string find_config(const std::string& name_or_path,
                         const std::vector<std::string>& preset_dirs) {
   std::error_code ec;
-  if (fs::exists(name_or_path, ec) || name_or_path.find('/') != std::string::npos)
+  // A folder of the preset's name in the working directory (a run's results)
+  // does not hide the preset: only a file does.
+  if (fs::is_regular_file(name_or_path, ec) || name_or_path.find('/') != std::string::npos)
     return name_or_path;
   const fs::path file = fs::path(name_or_path).extension() == ".yaml"
                             ? fs::path(name_or_path)
@@ -94,6 +96,8 @@ std::string find_config(const std::string& name_or_path,
   for (const std::string& dir : preset_dirs)
     if (fs::is_regular_file(fs::path(dir) / file, ec))
       return (fs::path(dir) / file).lexically_normal().string();
+  // Anything else there (a folder, a FIFO) is reported by load_config_file.
+  if (fs::exists(name_or_path, ec)) return name_or_path;
   const std::vector<std::string> names = preset_names(preset_dirs);
   throw std::invalid_argument(
       "config '" + name_or_path + "' is neither a file nor a preset; the presets are " +

@@ -27,11 +27,13 @@ std::string photo_cache_dir();
 // that names where it looked, `obsaug fetch-photos` and OBSAUG_PHOTOS.
 std::string find_embedded_photos(const std::vector<std::string>& roots);
 
-// A config file given by path or by preset name. An existing path (file or
-// folder; load_config_file reports a folder) comes back unchanged; so does any
-// text with a '/' (load_config_file reports it missing). Otherwise the text is
-// a preset name, with or without ".yaml", looked up in `preset_dirs` in order;
-// an unknown name throws std::invalid_argument listing the presets.
+// A config file given by path or by preset name. A regular file comes back
+// unchanged; so does any text with a '/' (load_config_file reports it missing
+// or a folder). Otherwise the text is a preset name, with or without ".yaml",
+// looked up in `preset_dirs` in order, so a folder of that name in the working
+// directory does not hide the preset; a name that is no preset but exists (a
+// folder) comes back unchanged for load_config_file to report, and an unknown
+// one throws std::invalid_argument listing the presets.
 std::string find_config(const std::string& name_or_path,
                         const std::vector<std::string>& preset_dirs);
 

@@ -137,7 +137,7 @@ int bench_command(int argc, char** argv) {
 #endif
 
   const uint64_t rss_start = resident_bytes();
-  Config config = load_config_file(path);
+  Config config = load_config_file(path, checkout_root());
   // Default: the cores the pool's background decoders leave free. OpenMP's
   // barriers stall when its threads share cores with busy decoders (measured
   // on 2 cores with one decoder: 2 threads ran 4x slower than 1).

@@ -16,7 +16,7 @@ int check_config_command(int argc, char** argv) {
     return 0;
   }
   const std::string path = config_file("check-config", args);
-  Config config = load_config_file(path);
+  Config config = load_config_file(path, checkout_root());
   std::printf("# %s: valid\n%s", path.c_str(), describe(config).c_str());
   return 0;
 }

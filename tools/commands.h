@@ -14,6 +14,11 @@ struct Args;
 // a path, or a preset name (configs/ beside the executable's package); an
 // unknown name is a UsageError listing the presets. config_file.cpp.
 std::string config_file(const std::string& command, const Args& args);
+// The checkout this executable was built in (build/tools/obsaug under it),
+// or "" (installed from a wheel): the base_dir of load_config_file, so a
+// config's data/photos is found there as Python's Engine finds it.
+// config_file.cpp.
+std::string checkout_root();
 
 int check_config_command(int argc, char** argv);  // check_config.cpp
 int bench_command(int argc, char** argv);         // bench.cpp

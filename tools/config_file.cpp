@@ -26,6 +26,14 @@ std::string executable_dir() {
 
 }  // namespace
 
+std::string checkout_root() {
+  std::string root = executable_dir();  // <checkout>/build/tools
+  for (int up = 0; up < 2 && !root.empty(); ++up) root = root.substr(0, root.rfind('/'));
+  // As obsaug.locations.checkout_root tells a checkout from an installed package.
+  if (root.empty() || access((root + "/configs/default.yaml").c_str(), R_OK) != 0) return "";
+  return root;
+}
+
 std::string config_file(const std::string& command, const Args& args) {
   const std::string text = required_config(command, args);
   const std::string exe = executable_dir();

@@ -62,7 +62,7 @@ int preview_command(int argc, char** argv) {
   const uint64_t step = args.get_uint64("seed-step", 0);
   const int64_t scale = args.get_int("scale", 2, 1, 64);
 
-  Config config = load_config_file(path);
+  Config config = load_config_file(path, checkout_root());
   const FramesConfig& f = config.frames;
   // The grid's size, checked before anything is built (frame sides are at
   // most 2^20, so none of this overflows).

@@ -7,10 +7,12 @@ mapping (a dict, or a Hydra/OmegaConf DictConfig) with the same schema
 (DESIGN.md section 6; the mapping is sent as JSON, which is YAML, through the
 same strict loader, so errors name the key's path).
 Numbers may be numpy or 0-dim torch scalars, paths ``os.PathLike``.
-Relative ``pool.sources`` in a dict resolve against the working directory,
+Relative ``pool.sources`` resolve against the working directory, then (a
+file) against the folder above the file's own (``configs/x.yaml`` -> ``./``),
 then against ``base_dir`` (default: the checkout this package lies in, if
-any, as for the presets in its configs/), and ``data/photos`` names the
-embedded photographs as in a file (obsaug.locations.embedded_photos).
+any, as for the presets in its configs/); ``data/photos`` names the embedded
+photographs (obsaug.locations.embedded_photos: ``$OBSAUG_PHOTOS``, the user
+cache, then ``data/photos`` under those folders), for a file as for a dict.
 
 Every ``augment`` call without ``step`` takes the next value of the engine's
 counter, so ``augment(obs)`` and ``augment(next_obs)`` draw independent
@@ -92,15 +94,18 @@ class Engine(Closing):
             raise ValueError(f"rank must be in [0, world_size) = [0, {world_size}), got {rank}")
         if reuse_output is not None and not isinstance(reuse_output, bool):
             raise TypeError(f"reuse_output must be a bool or None, got {type(reuse_output).__name__}")
+        if base_dir is None:
+            base_dir = locations.checkout_root() or ""
+        elif not isinstance(base_dir, (str, os.PathLike)):
+            raise TypeError("base_dir must be a folder path (str or os.PathLike) or None, got "
+                            f"{type(base_dir).__name__}")
         if isinstance(config, Mapping):
             text = json.dumps(_plain(config))
-            if base_dir is None:
-                base_dir = locations.checkout_root() or ""
             self._native = _C.Engine.from_string(text, "<dict>", os.fspath(base_dir), rank,
                                                  world_size, reuse_output)
         elif isinstance(config, (str, os.PathLike)):
             self._native = _C.Engine.from_file(locations.find_config(config), rank, world_size,
-                                               reuse_output)
+                                               reuse_output, os.fspath(base_dir))
         else:
             raise TypeError("config must be a path to a YAML file (str or os.PathLike) or a "
                             f"mapping (dict, DictConfig), got {type(config).__name__}")

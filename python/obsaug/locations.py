@@ -5,9 +5,10 @@ This module knows the two layouts of the package (installed from a wheel, or
 python/obsaug/ in a checkout); the lookup orders themselves are C++
 (engine/locations.h), shared with the config loader and the CLI:
 
-- ``find_config(name_or_path)``: an existing path, else a preset name
-  (``"drq_shift"`` or ``"drq_shift.yaml"``) in :func:`preset_dirs`; an unknown
-  name raises ValueError listing the presets.
+- ``find_config(name_or_path)``: an existing file or any text with a ``/``,
+  else a preset name (``"drq_shift"`` or ``"drq_shift.yaml"``) in
+  :func:`preset_dirs` (a folder of that name in the working directory does
+  not hide the preset); an unknown name raises ValueError listing the presets.
 - ``embedded_photos()``: ``$OBSAUG_PHOTOS`` (which must exist when set), else
   the user cache :func:`photo_cache_dir` that ``obsaug fetch-photos`` fills,
   else ``./data/photos``, else the checkout's ``data/photos``; with none,

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import CLI, CONFIGS, PYDIR, needs_cli, raises, require_component
+from conftest import CLI, CONFIGS, PYDIR, ROOT, needs_cli, raises, require_component
 
 import obsaug
 from obsaug import locations
@@ -114,6 +114,61 @@ def test_other_relative_sources_keep_their_lookup(no_photo_env, monkeypatch):
            "pool.sources[0]", "'data/my_photos' does not exist")
 
 
+def write_overlay_file(folder):
+    """overlay_config() as a YAML file outside any checkout's configs/ (JSON is YAML)."""
+    import json
+    path = folder / "configs" / "aug.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(overlay_config()))
+    return path
+
+
+def test_config_file_finds_data_photos_as_a_dict_does(no_photo_env):
+    """A file's data/photos falls back to base_dir (default: the checkout) as a dict's
+    does, not only to the folder above the file's own."""
+    path = write_overlay_file(no_photo_env / "project")
+    checkout = no_photo_env / "checkout"
+    photos = make_photos(checkout / "data" / "photos")
+    for config in (str(path), path, "../project/configs/aug.yaml"):
+        with obsaug.Engine(config, base_dir=checkout) as engine:
+            assert engine.config["pool"]["sources"] == [str(photos)]
+    with obsaug.Engine(overlay_config(), base_dir=checkout) as engine:
+        assert engine.config["pool"]["sources"] == [str(photos)]
+    # The folder above the file's configs/ still comes first (a project's own photos).
+    own = make_photos(no_photo_env / "project" / "data" / "photos")
+    with obsaug.Engine(path, base_dir=checkout) as engine:
+        assert engine.config["pool"]["sources"] == [str(own)]
+
+
+def checkout_photos():
+    root = locations.checkout_root()
+    if root is None or not os.path.isdir(os.path.join(root, "data", "photos")):
+        pytest.skip("needs a checkout with data/photos (bash scripts/fetch_photos.sh)")
+    return os.path.join(root, "data", "photos")
+
+
+def test_config_file_falls_back_to_the_checkouts_photos(no_photo_env):
+    photos = checkout_photos()
+    path = write_overlay_file(no_photo_env / "project")
+    with obsaug.Engine(str(path)) as by_path, obsaug.Engine(overlay_config()) as by_dict:
+        assert by_path.config["pool"]["sources"] == by_dict.config["pool"]["sources"] == [photos]
+
+
+@needs_cli
+def test_cli_finds_the_checkouts_photos_for_a_file_elsewhere(no_photo_env):
+    photos = checkout_photos()
+    if os.path.realpath(os.path.dirname(CLI)) != os.path.join(os.path.realpath(ROOT), "build",
+                                                              "tools"):
+        pytest.skip("the CLI under test is not this checkout's build/tools/obsaug")
+    path = write_overlay_file(no_photo_env / "project")
+    env = {k: v for k, v in os.environ.items() if k != "OBSAUG_PHOTOS"}
+    env["XDG_CACHE_HOME"] = str(no_photo_env / "cache")
+    r = subprocess.run([CLI, "check-config", str(path)], capture_output=True, text=True,
+                       cwd=no_photo_env / "work", env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert photos in r.stdout
+
+
 # --- presets by name ------------------------------------------------------------------
 
 
@@ -135,6 +190,33 @@ def test_a_path_wins_over_a_preset_of_that_name(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with obsaug.Engine("drq_shift") as engine:
         assert engine.config["frames"]["stack"] == 2
+
+
+@pytest.mark.parametrize("folder", ["drq_shift", "drq_shift.yaml"])
+def test_a_folder_does_not_hide_a_preset_of_that_name(folder, tmp_path, monkeypatch):
+    """Presets load by name from any working directory (DESIGN.md section 6), also one
+    holding a folder of that name (a project's drq_shift/ of results)."""
+    (tmp_path / folder).mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert locations.find_config(folder) == os.path.join(CONFIGS, "drq_shift.yaml")
+    with obsaug.Engine(folder) as engine:
+        assert engine.config["pipeline"][0]["op"] == "shift"
+
+
+def test_a_folder_that_is_no_preset_is_reported_as_a_folder(tmp_path, monkeypatch):
+    (tmp_path / "results").mkdir()
+    monkeypatch.chdir(tmp_path)
+    raises(ValueError, lambda: obsaug.Engine("results"), "results: is a directory")
+    raises(ValueError, lambda: obsaug.Engine("./drq_shift"), "cannot open the config file")
+
+
+@needs_cli
+def test_cli_a_folder_does_not_hide_a_preset(tmp_path):
+    (tmp_path / "drq_shift").mkdir()
+    r = subprocess.run([CLI, "check-config", "drq_shift"], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "op: shift" in r.stdout
 
 
 def test_first_preset_dir_wins(tmp_path):
