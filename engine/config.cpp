@@ -190,7 +190,36 @@ class Loader {
     return found;
   }
 
+  // YAML 1.1 (PyYAML, OmegaConf) reads a plain number with a leading zero as
+  // octal (010 is 8), or with an 8 or 9 in it as a string, where this loader
+  // (YAML 1.2) reads decimal: such a number is refused, so that a file means
+  // the same through yaml.safe_load and Engine(dict) as loaded here.
+  void refuse_leading_zero(const std::string& path, const YAML::Node& node) const {
+    if (!plain_scalar(node)) return;
+    const std::string& text = node.Scalar();
+    const size_t from = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+    if (text.size() < from + 2 || text[from] != '0' ||
+        text.find_first_not_of("0123456789", from) != std::string::npos)
+      return;
+    const size_t first_digit = text.find_first_not_of('0', from);
+    const std::string magnitude = first_digit == std::string::npos ? "0" : text.substr(first_digit);
+    const std::string sign = text[0] == '-' && magnitude != "0" ? "-" : "";
+    const std::string decimal = sign + magnitude;
+    if (text.find_first_of("89") != std::string::npos)
+      fail(path, "ambiguous: YAML 1.1 reads " + text + " as a string; write " + decimal, node);
+    errno = 0;
+    const unsigned long long value = std::strtoull(text.c_str() + from, nullptr, 8);
+    if (errno == ERANGE)
+      fail(path, "ambiguous: YAML 1.1 reads " + text + " as octal; write " + decimal, node);
+    const std::string octal = (value == 0 ? "" : sign) + std::to_string(value);
+    fail(path,
+         "ambiguous: YAML 1.1 reads " + text + " as octal " + octal + "; write " + decimal +
+             (octal == decimal ? "" : " or " + octal),
+         node);
+  }
+
   int64_t get_int(const std::string& path, const YAML::Node& node, int64_t lo, int64_t hi) const {
+    refuse_leading_zero(path, node);
     const std::string text = node.IsScalar() ? node.Scalar() : "";
     // The allowed values, for messages ("" when the caller checks them).
     std::string range = "in " + std::to_string(lo) + ".." + std::to_string(hi);
@@ -208,6 +237,7 @@ class Loader {
   }
 
   uint64_t get_uint64(const std::string& path, const YAML::Node& node) const {
+    refuse_leading_zero(path, node);
     const std::string text = node.IsScalar() ? node.Scalar() : "";
     const std::string range = "0..18446744073709551615";
     const bool plain = plain_scalar(node) && !text.empty();
@@ -223,6 +253,7 @@ class Loader {
   }
 
   double get_double(const std::string& path, const YAML::Node& node) const {
+    refuse_leading_zero(path, node);
     const std::string text = node.IsScalar() ? node.Scalar() : "";
     char* end = nullptr;
     const double parsed = plain_scalar(node) ? std::strtod(text.c_str(), &end) : 0.0;

@@ -255,6 +255,33 @@ TEST_F(ConfigText, OutOfRange) {
   EXPECT_EQ(load("pool: {refresh: {per_call: 0}}").pool.refresh.per_call, 0);
 }
 
+// YAML 1.1 (PyYAML, OmegaConf) reads a leading zero as octal, so a file with
+// one would give another number through yaml.safe_load and Engine(dict).
+TEST_F(ConfigText, LeadingZerosAreRefusedAsAmbiguous) {
+  expect("seed: 010", "seed",
+         {"<test>: seed: ambiguous: YAML 1.1 reads 010 as octal 8; write 10 or 8"});
+  expect("pipeline: [{op: shift, pad: 04}]", "pipeline[0].pad",
+         {"ambiguous: YAML 1.1 reads 04 as octal 4; write 4"});
+  expect("frames: {stack: -07}", "frames.stack", {"reads -07 as octal -7; write -7"});
+  expect("pool: {size: +010}", "pool.size", {"reads +010 as octal 8; write 10 or 8"});
+  expect("pool: {image_size: [84, 084]}", "pool.image_size[1]",
+         {"ambiguous: YAML 1.1 reads 084 as a string; write 84"});
+  expect("pipeline: [{op: overlay, alpha: 00}]", "pipeline[0].alpha",
+         {"ambiguous: YAML 1.1 reads 00 as octal 0; write 0"});
+  expect("pool: {refresh: {max_per_second: 012}}", "pool.refresh.max_per_second",
+         {"reads 012 as octal 10; write 12 or 10"});
+  // Zero itself, a fraction and an exponent read alike in YAML 1.1 and 1.2.
+  EXPECT_EQ(load("seed: 0").seed, 0u);
+  EXPECT_EQ(load("pipeline: [{op: shift, pad: 0}]").pipeline[0].get_int("pad"), 0);
+  const std::string photos = "\npool: {sources: [photos]}";
+  EXPECT_EQ(load("pipeline: [{op: overlay, alpha: 0.25}]" + photos).pipeline[0].get_float("alpha"),
+            0.25);
+  EXPECT_EQ(load("pipeline: [{op: overlay, alpha: 00.5}]" + photos).pipeline[0].get_float("alpha"),
+            0.5);
+  // Quoted, it is a string in both: the usual type error.
+  expect("seed: '010'", "seed", {"expected an integer in 0..18446744073709551615"});
+}
+
 TEST_F(ConfigText, BadChoiceNamesTheAllowedValues) {
   const ConfigError e =
       expect_error([&] { load("pool: {refresh: {mode: asnc}}"); }, "pool.refresh.mode", {});
