@@ -102,6 +102,11 @@ Args parse_args(const std::string& command, int argc, char** argv, int first,
       if (!has_value) {
         if (i + 1 >= argc) throw UsageError("--" + key + " needs a value");
         value = argv[++i];
+        // "--config --batch 4" forgot the config; a value that looks like
+        // an option can still be given as --key=value.
+        if (value.size() > 2 && value.rfind("--", 0) == 0)
+          throw UsageError("--" + key + " needs a value, but the next argument is the option " +
+                           value.substr(0, value.find('=')));
       }
       if (args.values.count(key))
         throw UsageError("--" + key + " given twice ('" + args.values[key] + "', then '" + value +
@@ -122,13 +127,22 @@ Args parse_args(const std::string& command, int argc, char** argv, int first,
 }
 
 std::string required_config(const std::string& command, const Args& args) {
-  std::string path = args.get("config");
-  if (path.empty() && args.positional.size() == 1)
-    path = args.positional[0];
-  else if (!args.positional.empty())
-    throw UsageError(command + ": unexpected argument '" + args.positional[0] + "'");
-  if (path.empty()) throw UsageError(command + ": --config FILE is required");
-  return path;
+  if (args.values.count("config")) {
+    const std::string path = args.get("config");
+    if (path.empty())
+      throw UsageError(command + ": --config is empty; give a YAML file or a preset name");
+    if (!args.positional.empty())
+      throw UsageError(command + ": unexpected argument '" + args.positional[0] +
+                       "' (the config is already --config " + path + ")");
+    return path;
+  }
+  if (args.positional.empty()) throw UsageError(command + ": --config FILE is required");
+  if (args.positional.size() > 1)
+    throw UsageError(command + ": unexpected argument '" + args.positional[1] +
+                     "' (the config is already '" + args.positional[0] + "')");
+  if (args.positional[0].empty())
+    throw UsageError(command + ": the config is empty; give a YAML file or a preset name");
+  return args.positional[0];
 }
 
 }  // namespace obsaug::cli

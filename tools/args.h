@@ -38,11 +38,14 @@ struct Args {
 
 // Parses argv[first..argc) for `command`: `valued` options take a value,
 // `bare` ones do not; --help is always known. UsageError names an unknown
-// option with the known ones, and an option given twice.
+// option with the known ones, an option given twice, and a valued option
+// followed by another option instead of its value ("--config --batch 4";
+// "--config=--odd" still takes the text after '=').
 Args parse_args(const std::string& command, int argc, char** argv, int first,
                 const std::set<std::string>& valued, const std::set<std::string>& bare);
 
-// The config path: --config FILE, or the one positional argument.
+// The config path: --config FILE, or the one positional argument. UsageError
+// for none, an empty one, or an extra argument (named).
 std::string required_config(const std::string& command, const Args& args);
 
 }  // namespace obsaug::cli

@@ -130,7 +130,9 @@ int bench_command(int argc, char** argv) {
         "bench: --replay samples into new obs and next_obs tensors, never in place "
         "(drop --inplace)");
   }
-  [[maybe_unused]] const int64_t replay_capacity = args.get_int("replay", 0, 1);
+  // A replay of frames.stack + 2 frames always holds a valid transition (see
+  // below); 3 is that for a stack of 1, checked before the config loads.
+  [[maybe_unused]] const int64_t replay_capacity = args.get_int("replay", 0, 3);
 #ifndef OBSAUG_WITH_REPLAY
   if (args.has("replay"))
     throw UsageError("bench: --replay needs the replay library (not built here)");
@@ -152,6 +154,17 @@ int bench_command(int argc, char** argv) {
 
   const auto [out_h, out_w] = frame_size_after(config);
   const FramesConfig& f = config.frames;
+  // Each call adds a step, then samples: the S - 1 oldest frames have lost
+  // their stack's start, the newest has no next frame, nor has an episode's
+  // last (at most one in a replay of under 1000 frames); one more is valid.
+  if (args.has("replay") && replay_capacity < f.stack + 2) {
+    throw UsageError(
+        "bench: --replay must be at least frames.stack + 2 = " + std::to_string(f.stack + 2) +
+        " for " + path + " (a transition needs its " + std::to_string(f.stack) +
+        " stacked frames and the next one stored, beside the newest frame and an "
+        "episode's last, which have none), got " +
+        std::to_string(replay_capacity));
+  }
   const bool keeps_size = out_h == f.height && out_w == f.width;
   if (args.has("inplace") && !keeps_size) {
     throw UsageError("bench: --inplace needs a pipeline that keeps the frame size; " + path +

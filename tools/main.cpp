@@ -53,7 +53,8 @@ usage:
                          then per call add one step and sample B transitions
                          with fused augmentation of obs and next_obs into
                          new tensors (counts B samples per call; not with
-                         --inplace)
+                         --inplace); CAP >= frames.stack + 2 (at least 3),
+                         so that a transition is always stored
   obsaug preview --config FILE --out GRID.png [--batch B] [--seed-step S]
                  [--scale K]
       Augment B synthetic scenes (a cart-pole-like render, S stacked frames

@@ -96,6 +96,15 @@ TEST(Args, MistakesNameTheOption) {
   EXPECT_EQ(usage_error({"--inplace", "--inplace"}), "--inplace given twice; give it once");
 }
 
+TEST(Args, AnOptionIsNotTakenForTheValueOfAnother) {
+  EXPECT_EQ(usage_error({"--config", "--batch", "4"}),
+            "--config needs a value, but the next argument is the option --batch");
+  EXPECT_EQ(usage_error({"--batch", "--inplace"}),
+            "--batch needs a value, but the next argument is the option --inplace");
+  // Written with '=', any text is the value.
+  EXPECT_EQ(parse({"--config=--odd.yaml"}).get("config"), "--odd.yaml");
+}
+
 TEST(Args, ConfigFromTheOptionOrTheOnePositional) {
   EXPECT_EQ(required_config("bench", parse({"--config", "a.yaml"})), "a.yaml");
   EXPECT_EQ(required_config("bench", parse({"b.yaml"})), "b.yaml");
@@ -109,7 +118,32 @@ TEST(Args, ConfigFromTheOptionOrTheOnePositional) {
     required_config("bench", parse({"--config", "a.yaml", "b.yaml"}));
     ADD_FAILURE() << "a stray argument accepted";
   } catch (const UsageError& e) {
-    EXPECT_EQ(std::string(e.what()), "bench: unexpected argument 'b.yaml'");
+    EXPECT_EQ(std::string(e.what()),
+              "bench: unexpected argument 'b.yaml' (the config is already --config a.yaml)");
+  }
+}
+
+// The message names the extra argument, not the config before it.
+TEST(Args, ASecondConfigIsNamed) {
+  try {
+    required_config("bench", parse({"drq_shift", "extra.yaml"}));
+    ADD_FAILURE() << "two configs accepted";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "bench: unexpected argument 'extra.yaml' (the config is already 'drq_shift')");
+  }
+}
+
+TEST(Args, AnEmptyConfigSaysSo) {
+  for (const std::vector<std::string>& rest :
+       {std::vector<std::string>{"--config="}, std::vector<std::string>{"--config", ""}}) {
+    try {
+      required_config("bench", parse(rest));
+      ADD_FAILURE() << "an empty --config accepted";
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "bench: --config is empty; give a YAML file or a preset name");
+    }
   }
 }
 

@@ -56,6 +56,18 @@ def test_help(arg):
     (("bench", "drq_shift", "--batch", "9223372036854775807"),
      "--batch 9223372036854775807 needs "),
     (("bench", "drq_shift", "--replay", "5000", "--inplace"), "--replay samples into new obs"),
+    # the extra argument is named, an option is no value, an empty value says so
+    (("check-config", "drq_shift", "extra.yaml"),
+     "check-config: unexpected argument 'extra.yaml' (the config is already 'drq_shift')"),
+    (("check-config", "--config", "drq_shift", "extra.yaml"),
+     "unexpected argument 'extra.yaml' (the config is already --config drq_shift)"),
+    (("bench", "--config", "--batch", "4"),
+     "--config needs a value, but the next argument is the option --batch"),
+    (("check-config", "--config="), "check-config: --config is empty; give a YAML file or a preset"),
+    # a replay too small to hold a transition at every call
+    (("bench", "drq_shift", "--replay", "2"), "--replay: expected an integer >= 3, got '2'"),
+    (("bench", "drq_shift", "--replay", "4", "--samples", "10"),
+     "--replay must be at least frames.stack + 2 = 5"),
     (("preview", "drq_shift", "--out", "x.png", "--seed-step", "-1"),
      "--seed-step: expected an integer in 0..18446744073709551615"),
     # checked before any engine is built or memory taken
@@ -212,6 +224,15 @@ def test_bench_replay_shares_the_summary():
     assert "pool:      none" in out
     assert "rss end:" in out
     assert "100%" in r.stderr
+
+
+def test_bench_smallest_replay_samples_past_an_episode_end():
+    """--replay frames.stack + 2 keeps a valid transition at every call, also when the
+    frame before the newest ends an episode (the synthetic episodes have 1000 steps)."""
+    r = run("bench", "drq_shift", "--replay", "5", "--samples", "1100", "--batch", "1",
+            "--threads", "1")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^samples:   1100 transitions", r.stdout, re.M), r.stdout
 
 
 # --- preview --------------------------------------------------------------------
