@@ -92,6 +92,38 @@ py::dict config_dict(const Config& c) {
                   "pipeline"_a = pipeline, "pool"_a = pool, "output"_a = output);
 }
 
+// A state value as the uint64 it holds: an int (or what has __index__: a
+// numpy integer, a 0-dim integer tensor), not a bool. TypeError or ValueError
+// naming `what` (state_dict['step']), what it needs and what it got.
+uint64_t state_uint64(const py::handle& value, const std::string& what) {
+  const std::string need = what + " must be an int in [0, 2**64), got ";
+  if (PyBool_Check(value.ptr()) || !PyIndex_Check(value.ptr()))
+    throw py::type_error(need +
+                         py::str(py::type::handle_of(value).attr("__name__")).cast<std::string>());
+  const auto index = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+  if (!index) throw py::error_already_set();
+  const unsigned long long v = PyLong_AsUnsignedLongLong(index.ptr());
+  if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    PyErr_Clear();  // OverflowError: negative, or 2**64 and up
+    throw py::value_error(need + py::str(index).cast<std::string>());
+  }
+  return v;
+}
+
+// A list of such values (a list, tuple or other sequence, not a string).
+std::vector<uint64_t> state_uint64s(const py::handle& value, const std::string& what) {
+  if (!PySequence_Check(value.ptr()) || py::isinstance<py::str>(value) ||
+      py::isinstance<py::bytes>(value))
+    throw py::type_error(what + " must be a list of ints in [0, 2**64), got " +
+                         py::str(py::type::handle_of(value).attr("__name__")).cast<std::string>());
+  const py::sequence items = py::reinterpret_borrow<py::sequence>(value);
+  std::vector<uint64_t> out;
+  out.reserve(items.size());
+  for (size_t k = 0; k < items.size(); ++k)
+    out.push_back(state_uint64(items[k], what + "[" + std::to_string(k) + "]"));
+  return out;
+}
+
 EngineState state_from_dict(const py::dict& d) {
   std::string keys;
   for_each_state_field(
@@ -108,7 +140,11 @@ EngineState state_from_dict(const py::dict& d) {
                                        "it cannot be resumed exactly: take a new one"
                                      : ""));
     }
-    s.*member = d[name].cast<std::decay_t<decltype(s.*member)>>();
+    const std::string what = "state_dict['" + std::string(name) + "']";
+    if constexpr (std::is_same_v<std::decay_t<decltype(s.*member)>, uint64_t>)
+      s.*member = state_uint64(d[name], what);
+    else
+      s.*member = state_uint64s(d[name], what);
   });
   return s;
 }

@@ -371,6 +371,18 @@ void DistractorPool::Impl::validate() const {
   if (opts_.mode == RefreshMode::kSync && opts_.per_call < 1) {
     bad << "per_call must be >= 1 in sync mode, got " << opts_.per_call << "; ";
   }
+  // As the config loader's pool.refresh.per_call: one call replaces at most
+  // every slot once.
+  if (opts_.mode == RefreshMode::kSync && opts_.per_call > opts_.size && opts_.size >= 1) {
+    bad << "per_call must be at most size (" << opts_.size << ") in sync mode, got "
+        << opts_.per_call << "; ";
+  }
+  if (opts_.world_size < 1) {
+    bad << "world_size must be >= 1, got " << opts_.world_size << "; ";
+  } else if (opts_.rank < 0 || opts_.rank >= opts_.world_size) {
+    bad << "rank must be in [0, world_size) = [0, " << opts_.world_size << "), got " << opts_.rank
+        << "; ";
+  }
   if (!opts_.device.is_cpu() && !opts_.device.is_cuda()) {
     bad << "device must be cpu or cuda, got " << opts_.device.str() << "; ";
   }

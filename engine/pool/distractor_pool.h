@@ -100,9 +100,9 @@ struct DistractorPoolOptions {
   int worker_nice = 10;  // async workers run this much nicer than the caller
                          // (Linux), so decoding yields to the augment thread
   RefreshMode mode = RefreshMode::kAsync;
-  int64_t per_call = 8;  // sync: images refreshed per prepare_for_augment()
+  int64_t per_call = 8;  // sync: images refreshed per prepare_for_augment(), 1..size
   uint64_t seed = 0;     // file order, crops and flips
-  int rank = 0;          // this process's share of the files
+  int rank = 0;          // this process's share of the files, 0 <= rank < world_size
   int world_size = 1;
   DecodeLimits limits;        // per-file byte and pixel caps
   bool show_progress = true;  // progress line during the fill (only on a terminal)

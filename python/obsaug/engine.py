@@ -48,7 +48,7 @@ import torch
 
 from . import _C, locations
 from ._closing import Closing
-from .ops import _unwrapped
+from .ops import _uint64_arg, _unwrapped
 
 __all__ = ["Engine"]
 
@@ -70,6 +70,12 @@ def _plain(value: Any, path: str = "") -> Any:
         return value
     raise TypeError(f"config {path or '(the whole config)'}: expected a number, string, bool, "
                     f"list or mapping, got {type(value).__name__}")
+
+
+def _step_arg(step: Any) -> Optional[int]:
+    """None (the engine's counter) or a step as the ops take one: an int in [0, 2**64),
+    also a numpy or 0-dim torch integer; a bool is no step (TypeError)."""
+    return None if step is None else _uint64_arg("step", _unwrapped(step))
 
 
 def _out_arg(out: Any) -> Optional[torch.Tensor]:
@@ -128,7 +134,7 @@ class Engine(Closing):
 
         ``out``: write the result there and return it; else a new tensor, or the
         engine's reused one with ``output.reuse`` (see the module's doc)."""
-        return self._native.augment(obs, step, _out_arg(out))
+        return self._native.augment(obs, _step_arg(step), _out_arg(out))
 
     def gather_augment(self, storage: torch.Tensor, indices: torch.Tensor,
                        step: Optional[int] = None, *,
@@ -137,11 +143,11 @@ class Engine(Closing):
         its device) by int64 ``indices [B, S]`` and augments them in one pass
         (``obsaug.ops.gather_augment`` with the engine's pipeline, step and output);
         ``out`` as for :meth:`augment`."""
-        return self._native.gather_augment(storage, indices, step, _out_arg(out))
+        return self._native.gather_augment(storage, indices, _step_arg(step), _out_arg(out))
 
     def augment_(self, obs: torch.Tensor, step: Optional[int] = None) -> torch.Tensor:
         """The pipeline in place (it must keep the frame size); returns ``obs``."""
-        self._native.augment_(obs, step)
+        self._native.augment_(obs, _step_arg(step))
         return obs
 
     __call__ = augment

@@ -95,6 +95,18 @@ def _as_int64(name: str, value: int) -> int:
     return value - _U64 if value >= _INT64 else value
 
 
+def _uint64_arg(name: str, value: int) -> int:
+    """A seed or step (not symbolic) as the int in [0, 2**64) it names, checked as
+    _as_int64 checks the ops' (a bool or another type: TypeError; out of range:
+    ValueError); for the Engine and DistractorPool, which take it as uint64."""
+    if not _is_int(value):
+        raise TypeError(f"{name} must be an int in [0, 2**64), got {type(value).__name__}")
+    value = operator.index(value)
+    if not 0 <= value < _U64:
+        raise ValueError(f"{name} must be in [0, 2**64), got {value}")
+    return value
+
+
 def _int_arg(name: str, value: int) -> int:
     """An int argument the op schema carries as int64 (range errors name it)."""
     if not _is_int(value):

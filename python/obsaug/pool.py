@@ -28,10 +28,49 @@ import torch
 
 from . import _C
 from ._closing import Closing
+from .ops import _float_arg, _is_int, _uint64_arg, _unwrapped
+
+_INT32_MAX = 2**31 - 1
 
 __all__ = ["DistractorPool"]
 
 _Sources = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
+
+
+def _int_option(name: str, value: Any, lo: int, hi: int = _INT32_MAX) -> int:
+    """An int argument (also a numpy or 0-dim torch integer; not a bool: TypeError) in
+    lo..hi (ValueError), each naming it."""
+    value = _unwrapped(value)
+    if not _is_int(value):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    value = int(value)
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in {lo}..{hi}, got {value}")
+    return value
+
+
+def _image_size(value: Any) -> Tuple[int, int]:
+    """``H`` or ``(H, W)``, each side an int in 1..2**31-1."""
+    value = _unwrapped(value)
+    if _is_int(value):
+        sides = (value, value)
+    elif isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        if len(value) != 2:
+            raise ValueError(f"image_size must be an int or (height, width), got {len(value)} "
+                             "values")
+        sides = tuple(_unwrapped(side) for side in value)
+        if not all(_is_int(side) for side in sides):
+            raise TypeError("image_size must be an int or (height, width) of ints, got "
+                            f"({', '.join(type(side).__name__ for side in sides)})")
+    else:
+        raise TypeError("image_size must be an int or (height, width) of ints, got "
+                        f"{type(value).__name__}")
+    height, width = (int(side) for side in sides)
+    if not (1 <= height <= _INT32_MAX and 1 <= width <= _INT32_MAX):
+        raise ValueError(f"image_size must be in 1..{_INT32_MAX} per side, got {height}x{width}")
+    return height, width
+
+
 _STATE_KEYS = ("next_serial", "next_stamp", "calls", "slot_serials", "slot_checksums",
                "num_files", "listing_fingerprint")
 
@@ -60,15 +99,46 @@ class DistractorPool(Closing):
         worker_nice: how much nicer than the caller the decoder threads run (Linux).
 
         Raises RuntimeError naming the path when a source holds no image or no
-        decodable one, ValueError for a bad option (mode, channels, size, ...).
+        decodable one; TypeError for an option of the wrong type (a float ``size``, a
+        bool ``seed``) and ValueError for a bad value (mode, channels, size, a
+        ``seed`` outside [0, 2**64), ``rank`` outside [0, world_size), a sync-mode
+        ``per_call`` above ``size``), each naming the option.
         """
         if isinstance(device, torch.device):
             device = str(device)
+        if not isinstance(device, str):
+            raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}")
+        if not isinstance(mode, str):
+            raise TypeError(f'mode must be a str ("async" or "sync"), got {type(mode).__name__}')
+        size = _int_option("size", size, 1)
+        image_size = _image_size(image_size)
+        channels = _unwrapped(channels)
+        if not _is_int(channels):
+            raise TypeError(f"channels must be an int, got {type(channels).__name__}")
+        if channels not in (1, 3):  # as DistractorPool::validate words it
+            raise ValueError(f"channels must be 1 or 3, got {channels}")
+        threads = _int_option("threads", threads, 0)
+        per_call = _int_option("per_call", per_call, 0)
+        worker_nice = _int_option("worker_nice", worker_nice, 0)
+        seed = _uint64_arg("seed", _unwrapped(seed))
+        rank, world_size = _unwrapped(rank), _unwrapped(world_size)
+        for name, value in (("rank", rank), ("world_size", world_size)):
+            if not _is_int(value):
+                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+        if world_size < 1:  # as Engine(rank=, world_size=) words it
+            raise ValueError(f"world_size must be >= 1, got {world_size}")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must be in [0, world_size) = [0, {world_size}), got {rank}")
+        if world_size > _INT32_MAX:
+            raise ValueError(f"world_size must be in 1..{_INT32_MAX}, got {world_size}")
+        max_per_second = _float_arg("max_per_second", max_per_second)
+        # mode, max_per_second's range and per_call <= size in sync mode are checked
+        # natively (DistractorPool::validate), in the config loader's words.
         self._native = _C.DistractorPool(
-            sources, size=size, image_size=image_size, channels=channels, device=device,
-            threads=threads, mode=mode, max_per_second=max_per_second, per_call=per_call,
-            seed=seed, rank=rank, world_size=world_size, progress=progress,
-            worker_nice=worker_nice)
+            sources, size=size, image_size=image_size, channels=int(channels), device=device,
+            threads=threads, mode=mode, max_per_second=max_per_second,
+            per_call=per_call, seed=seed, rank=int(rank), world_size=int(world_size),
+            progress=progress, worker_nice=worker_nice)
 
     @property
     def images(self) -> torch.Tensor:

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <turbojpeg.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -86,7 +87,7 @@ DistractorPoolOptions small_options(const TempDir& dir, int64_t size, RefreshMod
   o.channels = 3;
   o.threads = 2;
   o.mode = mode;
-  o.per_call = 3;
+  o.per_call = std::min<int64_t>(3, size);  // sync mode: at most size
   o.seed = 7;
   o.show_progress = false;
   return o;
@@ -318,6 +319,28 @@ TEST(DistractorPool, BadOptionsAreRejectedWithTheValue) {
     EXPECT_NE(std::string(e.what()).find("channels must be 1 or 3, got 2"), std::string::npos);
   }
   EXPECT_THROW(parse_refresh_mode("fast"), std::invalid_argument);
+}
+
+// The rank and world size, and sync mode's per_call (the config loader's
+// pool.refresh.per_call rule), are checked before the sources are listed.
+TEST(DistractorPool, RankAndPerCallAreChecked) {
+  JpegDir dir(1);
+  DistractorPoolOptions o = small_options(dir, 4, RefreshMode::kAsync);
+  o.rank = 2;
+  o.world_size = 2;
+  expect_mentions(error_of<std::invalid_argument>([&] { DistractorPool pool(o); }),
+                  {"DistractorPool: rank must be in [0, world_size) = [0, 2), got 2"});
+  o.rank = 0;
+  o.world_size = 0;
+  expect_mentions(error_of<std::invalid_argument>([&] { DistractorPool pool(o); }),
+                  {"DistractorPool: world_size must be >= 1, got 0"});
+  o = small_options(dir, 4, RefreshMode::kSync);
+  o.per_call = 5;
+  expect_mentions(error_of<std::invalid_argument>([&] { DistractorPool pool(o); }),
+                  {"DistractorPool: per_call must be at most size (4) in sync mode, got 5"});
+  o.mode = RefreshMode::kAsync;  // unused there
+  DistractorPool pool(o);
+  EXPECT_EQ(pool.options().per_call, 5);
 }
 
 TEST(DistractorPool, WorkerExceptionReachesTheNextPrepare) {
@@ -673,7 +696,7 @@ TEST(DistractorPool, RelativeSourcesAreMadeAbsoluteAtConstruction) {
   for (int i = 0; i < 4; ++i) pool->prepare_for_augment();
   const DistractorPoolStats s = pool->stats();
   EXPECT_EQ(s.failed, 0u);
-  EXPECT_EQ(s.uploaded, 12u);
+  EXPECT_EQ(s.uploaded, 4 * static_cast<uint64_t>(o.per_call));
 }
 
 // A construction that fails after some workers started (a thread that could

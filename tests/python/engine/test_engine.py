@@ -476,3 +476,70 @@ def test_writing_a_tensor_autograd_saved_fails_backward():
             write(obs)
             with pytest.raises(RuntimeError, match="modified by an inplace operation"):
                 loss.backward()
+
+
+SHIFT_ONLY = {"seed": 0, "frames": {"stack": 3, "channels": 3, "height": 16, "width": 16},
+              "pipeline": [{"op": "shift", "pad": 2}]}
+
+
+@pytest.mark.parametrize("step, exc, message", [
+    (-1, ValueError, r"^step must be in \[0, 2\*\*64\), got -1$"),
+    (2**64, ValueError, r"^step must be in \[0, 2\*\*64\), got 18446744073709551616$"),
+    (True, TypeError, r"^step must be an int in \[0, 2\*\*64\), got bool$"),
+    (2.0, TypeError, r"^step must be an int in \[0, 2\*\*64\), got float$"),
+    ("3", TypeError, r"^step must be an int in \[0, 2\*\*64\), got str$"),
+])
+def test_a_bad_step_names_the_argument(step, exc, message):
+    """As the ops check `step` (obsaug.ops): a bool is not step 1, a negative step or one
+    beyond 64 bits names the range, for every method that takes one."""
+    obs = obs_batch(2, 9, 16, 16)
+    storage = torch.zeros(4, 3, 16, 16, dtype=torch.uint8)
+    indices = torch.zeros(2, 3, dtype=torch.int64)
+    with obsaug.Engine(SHIFT_ONLY) as engine:
+        for call in (lambda: engine.augment(obs, step), lambda: engine.augment_(obs, step),
+                     lambda: engine.augment(obs, step=step),
+                     lambda: engine.gather_augment(storage, indices, step)):
+            with pytest.raises(exc, match=message):
+                call()
+        assert engine.step == 0
+
+
+def test_a_step_may_be_a_numpy_or_torch_integer():
+    np = pytest.importorskip("numpy")
+    obs = obs_batch(2, 9, 16, 16)
+    with obsaug.Engine(SHIFT_ONLY) as engine:
+        expected = engine.augment(obs, 5)
+        assert torch.equal(engine.augment(obs, np.int64(5)), expected)
+        assert torch.equal(engine.augment(obs, torch.tensor(5)), expected)
+        assert torch.equal(engine.augment(obs, 2**64 - 1), engine.augment(obs, 2**64 - 1))
+
+
+@pytest.mark.parametrize("key, value, exc, message", [
+    ("step", -1, ValueError, r"^state_dict\['step'\] must be an int in \[0, 2\*\*64\), got -1$"),
+    ("step", 2**64, ValueError, r"^state_dict\['step'\] must be an int in \[0, 2\*\*64\), got 18446744073709551616$"),
+    ("step", 2.0, TypeError, r"^state_dict\['step'\] must be an int in \[0, 2\*\*64\), got float$"),
+    ("step", True, TypeError, r"^state_dict\['step'\] must be an int in \[0, 2\*\*64\), got bool$"),
+    ("seed", None, TypeError, r"^state_dict\['seed'\] must be an int in \[0, 2\*\*64\), got NoneType$"),
+    ("pool_slots", None, TypeError,
+     r"^state_dict\['pool_slots'\] must be a list of ints in \[0, 2\*\*64\), got NoneType$"),
+    ("pool_slots", [3, -1], ValueError,
+     r"^state_dict\['pool_slots'\]\[1\] must be an int in \[0, 2\*\*64\), got -1$"),
+    ("pool_checksums", [1.5], TypeError,
+     r"^state_dict\['pool_checksums'\]\[0\] must be an int in \[0, 2\*\*64\), got float$"),
+])
+def test_a_bad_state_value_names_its_key(key, value, exc, message):
+    with obsaug.Engine(SHIFT_ONLY) as engine:
+        state = engine.state_dict()
+        with pytest.raises(exc, match=message):
+            engine.load_state_dict({**state, key: value})
+        assert engine.state_dict() == state
+
+
+def test_state_values_may_be_numpy_or_torch_integers():
+    np = pytest.importorskip("numpy")
+    with obsaug.Engine(SHIFT_ONLY) as engine:
+        state = engine.state_dict()
+        engine.load_state_dict({**state, "step": np.uint64(7)})
+        assert engine.step == 7
+        engine.load_state_dict({**state, "step": torch.tensor(9)})
+        assert engine.step == 9

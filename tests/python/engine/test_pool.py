@@ -44,7 +44,7 @@ def test_images_shape_dtype_and_stats():
 
 
 def test_grayscale_and_square_size():
-    with make_pool(channels=1, image_size=32, size=4, mode="sync") as pool:
+    with make_pool(channels=1, image_size=32, size=4, mode="sync", per_call=4) as pool:
         assert pool.images.shape == (4, 1, 32, 32)
 
 

@@ -152,4 +152,52 @@ def test_a_source_without_usable_image_beside_a_good_one_is_an_error(tmp_path):
     for size in (1, 12):  # size 1: the fill need not draw from the bad source at all
         with pytest.raises(RuntimeError, match=f"image source {bad} holds no usable image: all 2 "
                                                "of its listed files failed to read or decode"):
-            make_pool([PHOTOS, str(bad)], size=size)
+            make_pool([PHOTOS, str(bad)], size=size, per_call=min(5, size))
+
+
+@pytest.mark.parametrize("kwargs, exc, message", [
+    (dict(image_size=16.0), TypeError,
+     r"^image_size must be an int or \(height, width\) of ints, got float$"),
+    (dict(image_size=(16, 16.5)), TypeError,
+     r"^image_size must be an int or \(height, width\) of ints, got \(int, float\)$"),
+    (dict(image_size=(16, 16, 3)), ValueError,
+     r"^image_size must be an int or \(height, width\), got 3 values$"),
+    (dict(image_size=2**40), ValueError,
+     r"^image_size must be in 1\.\.2147483647 per side, got 1099511627776x1099511627776$"),
+    (dict(size=True), TypeError, r"^size must be an int, got bool$"),
+    (dict(size=4.0), TypeError, r"^size must be an int, got float$"),
+    (dict(size=2**31), ValueError, r"^size must be in 1\.\.2147483647, got 2147483648$"),
+    (dict(seed=-1), ValueError, r"^seed must be in \[0, 2\*\*64\), got -1$"),
+    (dict(seed=2**64), ValueError, r"^seed must be in \[0, 2\*\*64\), got 18446744073709551616$"),
+    (dict(seed=1.0), TypeError, r"^seed must be an int in \[0, 2\*\*64\), got float$"),
+    (dict(channels=True), TypeError, r"^channels must be an int, got bool$"),
+    (dict(threads="2"), TypeError, r"^threads must be an int, got str$"),
+    (dict(threads=2**40), ValueError, r"^threads must be in 0\.\.2147483647, got 1099511627776$"),
+    (dict(per_call=None), TypeError, r"^per_call must be an int, got NoneType$"),
+    (dict(worker_nice=2.5), TypeError, r"^worker_nice must be an int, got float$"),
+    (dict(max_per_second="fast"), TypeError, r"^max_per_second must be a number, got str 'fast'$"),
+    (dict(mode=1), TypeError, r"^mode must be a str \(\"async\" or \"sync\"\), got int$"),
+    (dict(device=0), TypeError, r"^device must be a str or torch.device, got int$"),
+    (dict(rank=True), TypeError, r"^rank must be an int, got bool$"),
+    (dict(world_size=2.0), TypeError, r"^world_size must be an int, got float$"),
+    (dict(rank=2, world_size=2), ValueError,
+     r"^rank must be in \[0, world_size\) = \[0, 2\), got 2$"),
+    (dict(rank=-1, world_size=2), ValueError,
+     r"^rank must be in \[0, world_size\) = \[0, 2\), got -1$"),
+    (dict(world_size=0), ValueError, r"^world_size must be >= 1, got 0$"),
+    # the config loader's rule for pool.refresh.per_call, in the same words
+    (dict(mode="sync", per_call=13, size=12), ValueError,
+     r"per_call must be at most size \(12\) in sync mode, got 13$"),
+])
+def test_bad_arguments_name_the_argument(kwargs, exc, message):
+    """Each argument is checked before the sources are listed: the message names it,
+    what it got and what it needs (a TypeError for a wrong type, README "Errors")."""
+    with pytest.raises(exc, match=message):
+        make_pool(**kwargs)
+
+
+def test_sync_per_call_may_equal_size_and_async_ignores_it():
+    with make_pool(size=4, per_call=4, threads=0) as pool:
+        pool.refresh()
+    with make_pool(size=4, per_call=9, mode="async", threads=0) as pool:
+        pool.refresh()
