@@ -802,14 +802,10 @@ void DistractorPool::Impl::restore(const PoolState& state) {
 
 void DistractorPool::Impl::close() {
   if (closed_.exchange(true)) return;
-  if (in_forked_child()) {
-    // The threads, mu_ and the CUDA events are the parent's: a join would
-    // never return, a parent's worker may have held mu_ at the fork, and a
-    // joinable std::thread's destructor terminates. So the thread objects
-    // are let go unjoined (a few bytes, once per fork) and nothing else runs.
-    for (auto& worker : workers_) new std::thread(std::move(worker->thread));
-    return;
-  }
+  // In a fork's child the threads, mu_ and the CUDA events are the parent's:
+  // a join would never return and a parent's worker may have held mu_ at the
+  // fork. Nothing runs; ~DistractorPool leaks the pool there.
+  if (in_forked_child()) return;
   stop_ = true;
   wake_workers();
   for (auto& worker : workers_) {
@@ -831,7 +827,12 @@ void DistractorPool::Impl::close() {
 DistractorPool::DistractorPool(DistractorPoolOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {}
 
-DistractorPool::~DistractorPool() = default;
+DistractorPool::~DistractorPool() {
+  // In a fork's child the members are the parent's too: destroying cv_, which
+  // the parent's decoders were waiting on at the fork, would block forever
+  // (glibc waits for its waiters to leave). The child leaks the pool instead.
+  if (impl_->in_forked_child()) (void)impl_.release();
+}
 
 void DistractorPool::prepare_for_augment() {
   Impl& im = *impl_;

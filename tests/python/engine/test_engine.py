@@ -3,6 +3,7 @@ augment_ against the stateless op, float output, state_dict round trips
 (sync mode: identical outputs), stats, the context manager, threads, and
 input errors. Skips where the native module has no Engine (built without
 the pool or yaml-cpp) or the photographs are absent."""
+import gc
 import os
 import pathlib
 import shutil
@@ -247,6 +248,26 @@ def test_an_async_pool_used_in_a_fork_says_so_and_closes_there():
         assert "build the Engine or pool in this process" in message
         assert engine.augment(obs).shape == obs.shape
         assert engine.stats()["calls"] == 2
+
+
+def test_an_async_pool_freed_in_a_fork_does_not_hang_it():
+    """The child's copy of the pool is the parent's memory, decoders waiting on its
+    condition variable included: freeing it there (a worker_init_fn replacing an
+    inherited engine, interpreter exit) must neither join nor wait for them."""
+    holder = [obsaug.Engine(small_config(mode="async"))]
+    try:
+        holder[0].augment(obs_batch())
+        time.sleep(0.5)  # the decoders fill the staging slots, then wait
+
+        def free():
+            holder.clear()
+            gc.collect()
+            return "freed"
+
+        assert in_a_fork(free) == "freed"
+        assert holder[0].augment(obs_batch()).shape == obs_batch().shape
+    finally:
+        holder[0].close()
 
 
 def test_a_sync_pool_refreshes_in_a_fork():
