@@ -84,6 +84,7 @@ class RandomShift(torch.nn.Module):
         super().__init__()
         self.pad = _whole_pad(pad)
         self.seed = torch.initial_seed() if seed is None else seed
+        self._seed_from_torch = seed is None
         # A CPU tensor, not a buffer: .cuda() leaves it on the host, so reading it never syncs.
         self._step = torch.zeros((), dtype=torch.int64)
 
@@ -95,6 +96,7 @@ class RandomShift(torch.nn.Module):
     def seed(self, seed: int) -> None:
         self._seed64 = ops._as_int64("seed", seed)  # the int64 form counted_shift takes
         self._seed = seed
+        self._seed_from_torch = False
 
     @property
     def step(self) -> int:
@@ -110,13 +112,14 @@ class RandomShift(torch.nn.Module):
         return {"seed": self.seed, "step": self.step}
 
     def set_extra_state(self, state: Dict[str, int]) -> None:
-        """A saved state: ``step`` (and ``seed``; a state saved without one keeps
-        this module's), each an int in [0, 2**64), checked before either is set."""
+        """A saved state: ``step`` and ``seed``, each an int in [0, 2**64), checked
+        before either is set. A state without a seed comes from a version whose
+        default seed was 0: it takes the seed given to this module, else 0."""
         if not isinstance(state, dict) or "step" not in state:
             raise ValueError(f"RandomShift state must be a dict with 'step' (and 'seed'), "
                              f"got {state!r}")
         step = ops._as_int64("RandomShift state 'step'", state["step"])
-        seed = state.get("seed", self.seed)
+        seed = state.get("seed", 0 if self._seed_from_torch else self.seed)
         ops._as_int64("RandomShift state 'seed'", seed)
         self.seed = seed
         self._step.fill_(step)

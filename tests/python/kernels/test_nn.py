@@ -93,6 +93,9 @@ def test_random_shift_state_carries_its_seed_and_takes_every_step():
     old = onn.RandomShift(pad=2, seed=9)  # a state saved before the seed was
     old.load_state_dict({"_extra_state": {"step": 4}})
     assert old.seed == 9 and old.step == 4
+    default = onn.RandomShift(pad=2)  # ... by a module of the default seed then, 0
+    default.load_state_dict({"_extra_state": {"step": 4}})
+    assert default.seed == 0 and default.step == 4
 
 
 @pytest.mark.parametrize("state,exc,words", [
