@@ -110,17 +110,22 @@ def _shard_name(rank: int, world: int, save_id: str) -> str:
     return f"rank{rank}-of-{world}-{save_id}"
 
 
-def _write_manifest(root: str, manifest: Dict[str, Any], suffix: str) -> None:
-    """``root/manifest.json``, atomically: a temporary file, fsync, rename, fsync
-    of the folder (so the rename is durable before old shards go)."""
-    target = os.path.join(root, _MANIFEST)
-    temporary = target + suffix
+def _stage_manifest(root: str, manifest: Dict[str, Any], suffix: str) -> str:
+    """The manifest written and synced beside ``root/manifest.json`` (its path);
+    _publish_manifest puts it in place."""
+    temporary = os.path.join(root, _MANIFEST) + suffix
     with open(temporary, "w") as f:
         json.dump(manifest, f, indent=1)
         f.write("\n")
         f.flush()
         os.fsync(f.fileno())
-    os.replace(temporary, target)
+    return temporary
+
+
+def _publish_manifest(root: str, temporary: str) -> None:
+    """A staged manifest becomes ``root/manifest.json`` by one rename, made durable
+    (fsync of the folder) before old shards go."""
+    os.replace(temporary, os.path.join(root, _MANIFEST))
     fd = os.open(root, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -139,8 +144,8 @@ def _read_manifest(root: str) -> Dict[str, Any]:
         found = sorted(name for name in (os.listdir(root) if os.path.isdir(root) else [])
                        if _SHARD_FOLDER.fullmatch(name))
         what = (f"shard folders {', '.join(found[:4])}{', ...' if len(found) > 4 else ''} "
-                "but no manifest.json: a save that did not finish, or a checkpoint of an "
-                "older obsaug; save it again" if found else "no manifest.json")
+                "but no manifest.json: a save that did not finish; load another checkpoint"
+                if found else "no manifest.json")
         raise ValueError(f"{root} holds no sharded replay checkpoint ({what})") from None
     try:
         manifest = json.loads(text)
@@ -158,6 +163,28 @@ def _read_manifest(root: str) -> Dict[str, Any]:
         raise ValueError(f"{file} is not a manifest of a sharded replay checkpoint "
                          f"({_MANIFEST_FORMAT!r}): it is corrupt; load another checkpoint")
     return manifest
+
+
+def _legacy_shard_folder(root: str, rank: int, world: int) -> Optional[str]:
+    """A checkpoint saved before manifests (``root/rank{r}-of-{W}`` folders, no
+    save id): this rank's folder, loaded as those versions loaded it (the next
+    save writes the manifest layout); None when ``root`` holds none; ValueError
+    for another world size or a missing shard."""
+    names = os.listdir(root) if os.path.isdir(root) else []
+    found = sorted({int(m.group(2)) for name in names
+                    for m in [_SHARD_FOLDER.fullmatch(name)] if m and m.group(3) is None})
+    if not found:
+        return None
+    folder = os.path.join(root, f"rank{rank}-of-{world}")
+    if world not in found:
+        raise ValueError(f"{root} holds a checkpoint of world size "
+                         f"{', '.join(map(str, found))} (saved before manifests), but this "
+                         f"group has {world} ranks; load it with the world size that saved it")
+    if not os.path.isdir(folder):
+        raise ValueError(f"{root} holds a checkpoint of world size {world} without rank "
+                         f"{rank}'s shard (no rank{rank}-of-{world} folder): it is incomplete; "
+                         "restore that folder or load another checkpoint")
+    return folder
 
 
 class _Layout:
@@ -877,11 +904,13 @@ class ShardedReplayBuffer:
         """A collective: every rank writes its shard to
         ``path/rank{r}-of-{world_size}-{save id}/replay.obsaug`` (atomically, as
         ReplayBuffer.save); once every rank's shard is written, every rank
-        writes the manifest ``path/manifest.json`` (world size, save id, each
-        shard's folder and size) and puts it in place with one rename; only
-        then are the shards of earlier saves removed. A save that fails on any
-        rank leaves the checkpoint in ``path`` as it was: the failing rank
-        raises its error, the others a RuntimeError naming it."""
+        stages the manifest ``path/manifest.json`` (world size, save id, each
+        shard's folder and size) beside it, and once every rank has, puts it
+        in place with one rename; only then are the shards of earlier saves
+        removed. A save that fails on any rank before the renames leaves the
+        checkpoint in ``path`` as it was (on every rank, whether or not they
+        share the folder): the failing rank raises its error, the others a
+        RuntimeError naming it."""
         root = os.fspath(path)
         token = int(self._all_gather([int.from_bytes(os.urandom(8), "little", signed=True)])[0, 0])
         save_id = f"{token & ((1 << 64) - 1):016x}"  # rank 0's
@@ -906,17 +935,35 @@ class ShardedReplayBuffer:
                     "save_id": save_id,
                     "shards": [{"rank": r, "folder": _shard_name(r, self.world_size, save_id),
                                 "bytes": n} for r, n in enumerate(sizes)]}
-        try:  # every rank: one file all see when they share the folder, one each else
-            _write_manifest(root, manifest, f".{self.rank}-{save_id}")
+        # Two phases, so that a failure on any rank leaves every rank's manifest
+        # as it was (ranks may not share the folder): every rank stages its copy,
+        # and only once all have is it put in place (one rename per copy).
+        temporary: Optional[str] = None
+        try:
+            temporary = _stage_manifest(root, manifest, f".{self.rank}-{save_id}")
         except Exception as e:
             error = e
-        written = self._all_gather([int(error is None)])[:, 0].tolist()
+        staged = self._all_gather([int(error is None)])[:, 0].tolist()
+        if 0 in staged:
+            if temporary is not None:
+                os.remove(temporary)
+            shutil.rmtree(folder, ignore_errors=True)  # this save's, never in a manifest
+            if error is not None:
+                raise error
+            raise RuntimeError(f"ShardedReplayBuffer.save: rank {staged.index(0)} could not "
+                               f"write the manifest of {root} (its error names the problem); "
+                               "the checkpoint there is unchanged")
+        try:
+            _publish_manifest(root, temporary)
+        except Exception as e:
+            error = e
+        published = self._all_gather([int(error is None)])[:, 0].tolist()
         if error is not None:
             raise error
-        if 0 in written:
-            raise RuntimeError(f"ShardedReplayBuffer.save: rank {written.index(0)} could not "
-                               f"write the manifest of {root} (its error names the problem); "
-                               "the shards of the earlier save are kept")
+        if 0 in published:
+            raise RuntimeError(f"ShardedReplayBuffer.save: rank {published.index(0)} could not "
+                               f"put the manifest of {root} in place (its error names the "
+                               "problem); the shards of both saves are kept")
         self._remove_stale_shards(root, save_id)
 
     def _remove_stale_shards(self, root: str, save_id: str) -> None:
@@ -985,6 +1032,10 @@ class ShardedReplayBuffer:
         a checkpoint of another world size, a shard folder missing, or a
         shard that is not the one the manifest names (another size)."""
         root = os.fspath(path)
+        if not os.path.exists(os.path.join(root, _MANIFEST)):
+            legacy = _legacy_shard_folder(root, rank, world)
+            if legacy is not None:
+                return legacy, 0
         manifest = _read_manifest(root)
         if manifest["world_size"] != world:
             raise ValueError(f"{root} holds a checkpoint of world size "

@@ -312,6 +312,71 @@ def foreign_shard_check():
             shutil.rmtree(y, ignore_errors=True)
 
 
+def manifest_fails_check():
+    """Each rank saves into a folder of its own (ranks on hosts without a shared
+    folder): checkpoint A, then a save whose manifest rank 1 cannot stage. No
+    rank's manifest changed, so every rank still loads A whole."""
+    rank = dist.get_rank()
+    top = one_folder()
+    root = os.path.join(top, f"host{rank}")
+    stage = obsaug.distributed._stage_manifest
+    try:
+        rb = filled(5)
+        rb.save(root)
+        for t in range(5, 12):
+            rb.add(0.0, 1.0, torch.full(CKPT_FRAME, t, dtype=torch.uint8), False, False)
+        before = shard_folders(root)
+        if rank == 1:
+            def broken(*args):
+                raise OSError(28, "No space left on device")
+            obsaug.distributed._stage_manifest = broken
+            expect(lambda: rb.save(root), OSError, ["No space left on device"])
+        else:
+            expect(lambda: rb.save(root), RuntimeError,
+                   ["rank 1 could not write the manifest", "unchanged"])
+        assert shard_folders(root) == before, (shard_folders(root), before)
+        assert sorted(os.listdir(root)) == sorted(before + ["manifest.json"]), os.listdir(root)
+        back = ShardedReplayBuffer.load(root, transport="all_to_all")
+        assert len(back) == 5, f"rank {rank} loaded {len(back)} frames, not checkpoint A's 5"
+        back.close()
+        rb.close()
+    finally:
+        obsaug.distributed._stage_manifest = stage
+        dist.barrier()
+        if rank == 0:
+            shutil.rmtree(top, ignore_errors=True)
+
+
+def legacy_layout_check():
+    """A checkpoint saved before manifests (rank{r}-of-{W} folders) loads; the next
+    save writes the manifest layout and removes the old folders."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    root = one_folder()
+    try:
+        filled(7).save(root)
+        dist.barrier()
+        [mine] = [n for n in shard_folders(root) if n.startswith(f"rank{rank}-")]
+        os.rename(os.path.join(root, mine), os.path.join(root, f"rank{rank}-of-{world}"))
+        dist.barrier()
+        if rank == 0:
+            os.remove(os.path.join(root, "manifest.json"))
+        dist.barrier()
+        back = ShardedReplayBuffer.load(root, transport="all_to_all")
+        assert len(back) == 7, f"rank {rank} loaded {len(back)} frames, not 7"
+        back.save(root)
+        dist.barrier()
+        names = shard_folders(root)
+        assert len(names) == world and all("-of-%d-" % world in n for n in names), names
+        again = ShardedReplayBuffer.load(root, transport="all_to_all")
+        assert len(again) == 7
+        again.close()
+        back.close()
+    finally:
+        dist.barrier()
+        if rank == 0:
+            shutil.rmtree(root, ignore_errors=True)
+
+
 def main():
     mode, timeout = sys.argv[1], float(sys.argv[2])
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout))
@@ -331,6 +396,8 @@ def main():
     elif mode == "save_fails":
         check("save_fails_keeps_the_checkpoint", save_fails_check)
         check("foreign_shard_refused", foreign_shard_check)
+        check("manifest_fails_keeps_every_rank_s_checkpoint", manifest_fails_check)
+        check("legacy_layout_loads", legacy_layout_check)
     else:
         sys.exit(f"unknown mode {mode!r}")
     dist.destroy_process_group()

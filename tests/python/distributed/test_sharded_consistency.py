@@ -87,5 +87,6 @@ def test_a_checkpoint_of_another_world_size_saved_later_is_the_one_load_sees():
 
 def test_a_failed_save_keeps_the_checkpoint_and_foreign_shards_are_refused():
     rc, out = run(2, "save_fails")
-    assert_checks(out, ["save_fails_keeps_the_checkpoint", "foreign_shard_refused"])
+    assert_checks(out, ["save_fails_keeps_the_checkpoint", "foreign_shard_refused",
+                        "manifest_fails_keeps_every_rank_s_checkpoint", "legacy_layout_loads"])
     assert rc == 0, out[-6000:]
