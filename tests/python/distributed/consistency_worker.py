@@ -38,21 +38,12 @@ import obsaug
 from obsaug import _C
 from obsaug.distributed import ShardedReplayBuffer
 
+from faults_worker import expect
+
 TRANSPORTS = ["shared_memory", "all_to_all"]
 ENGINE = {"device": "cpu", "seed": 5, "frames": {"stack": 3, "channels": 3, "height": 8,
                                                  "width": 8},
           "pipeline": [{"op": "shift", "pad": 2}], "output": {"dtype": "uint8"}}
-
-
-def expect(call, kind, words):
-    """call() must raise exactly `kind` with every one of `words` in its message."""
-    try:
-        call()
-    except Exception as e:  # the type is asserted below
-        assert type(e) is kind, f"expected {kind.__name__}, got {type(e).__name__}: {e}"
-        assert all(w in str(e) for w in words), (words, str(e))
-    else:
-        raise AssertionError(f"expected {kind.__name__} with {words}, nothing raised")
 
 
 def check(name, run):
