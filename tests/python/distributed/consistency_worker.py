@@ -214,11 +214,18 @@ def filled(n, transport="all_to_all"):
     return rb
 
 
+def say(line):
+    """One line in one write: the ranks share torchrun's output pipe, and print's
+    separate write of the newline (unbuffered) lets another rank's line in between."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def run_save(root, n):
     rb = filled(n)
     rb.sample(2)
     rb.save(root)
-    print(f"SAVED {dist.get_rank()} {len(rb)}", flush=True)
+    say(f"SAVED {dist.get_rank()} {len(rb)}")
     rb.close()
 
 
@@ -227,9 +234,9 @@ def run_load(root):
     try:
         rb = ShardedReplayBuffer.load(root, transport="all_to_all")
     except Exception as e:  # printed for the test to assert
-        print(f"REFUSED {rank} {type(e).__name__}: {e}", flush=True)
+        say(f"REFUSED {rank} {type(e).__name__}: {e}")
         return
-    print(f"LOADED {rank} {len(rb)} {rb.local.sample_calls}", flush=True)
+    say(f"LOADED {rank} {len(rb)} {rb.local.sample_calls}")
     rb.close()
 
 

@@ -56,7 +56,9 @@ def loaded(out):
     """rank -> (frames, sample calls) of LOADED lines; rank -> message of REFUSED."""
     got = {int(m.group(1)): (int(m.group(2)), int(m.group(3)))
            for m in re.finditer(r"LOADED (\d+) (\d+) (\d+)", out)}
-    refused = {int(m.group(1)): m.group(2) for m in re.finditer(r"REFUSED (\d+) (.*)", out)}
+    refused = {int(m.group(1)): m.group(2)  # (up to another rank's line, should one cut in)
+               for m in re.finditer(r"REFUSED (\d+) (.*?)(?=REFUSED \d+ |LOADED \d+ |$)", out,
+                                    re.MULTILINE)}
     return got, refused
 
 
