@@ -48,7 +48,7 @@ import torch
 
 from . import _C, locations
 from ._closing import Closing
-from .ops import _uint64_arg, _unwrapped
+from .ops import _rank_args, _uint64_arg, _unwrapped
 
 __all__ = ["Engine"]
 
@@ -91,13 +91,7 @@ class Engine(Closing):
                  base_dir: Optional[Union[str, "os.PathLike[str]"]] = None,
                  rank: int = 0, world_size: int = 1, reuse_output: Optional[bool] = None):
         """``reuse_output`` (True/False) overrides the config's ``output.reuse``."""
-        for name, value in (("rank", rank), ("world_size", world_size)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        if world_size < 1:
-            raise ValueError(f"world_size must be >= 1, got {world_size}")
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank must be in [0, world_size) = [0, {world_size}), got {rank}")
+        rank, world_size = _rank_args(rank, world_size)
         if reuse_output is not None and not isinstance(reuse_output, bool):
             raise TypeError(f"reuse_output must be a bool or None, got {type(reuse_output).__name__}")
         if base_dir is None:

@@ -48,6 +48,7 @@ _TYPE_WORDS = {"int": "an int", "float": "a number", "bool": "a bool", "enum": "
                "size": "an int or (height, width)"}
 _U64 = 1 << 64
 _INT64 = 1 << 63
+_INT32_MAX = (1 << 31) - 1  # the native int arguments (sizes, ranks)
 
 
 def schema() -> Dict[str, Dict[str, Any]]:
@@ -90,21 +91,38 @@ def _as_int64(name: str, value: int) -> int:
         torch._check(value < _INT64, lambda: "a changing seed or step under torch.compile must "
                                              "be an int in [0, 2**63)")
         return value
-    if not 0 <= value < _U64:
-        raise ValueError(f"{name} must be in [0, 2**64), got {value}")
+    value = _uint64_arg(name, value)
     return value - _U64 if value >= _INT64 else value
 
 
 def _uint64_arg(name: str, value: int) -> int:
-    """A seed or step (not symbolic) as the int in [0, 2**64) it names, checked as
-    _as_int64 checks the ops' (a bool or another type: TypeError; out of range:
-    ValueError); for the Engine and DistractorPool, which take it as uint64."""
+    """A seed or step (not symbolic) as the int in [0, 2**64) it names (a bool or
+    another type: TypeError; out of range: ValueError): the ops' check
+    (_as_int64), and the Engine's and DistractorPool's, which take it as uint64."""
     if not _is_int(value):
         raise TypeError(f"{name} must be an int in [0, 2**64), got {type(value).__name__}")
     value = operator.index(value)
     if not 0 <= value < _U64:
         raise ValueError(f"{name} must be in [0, 2**64), got {value}")
     return value
+
+
+def _rank_args(rank: Any, world_size: Any) -> Tuple[int, int]:
+    """``rank`` and ``world_size`` (ints, also numpy or 0-dim torch integers; not
+    bools: TypeError) with ``0 <= rank < world_size <= 2**31 - 1`` (ValueError),
+    as the Engine and DistractorPool take them."""
+    rank, world_size = _unwrapped(rank), _unwrapped(world_size)
+    for name, value in (("rank", rank), ("world_size", world_size)):
+        if not _is_int(value):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    rank, world_size = operator.index(rank), operator.index(world_size)
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, world_size) = [0, {world_size}), got {rank}")
+    if world_size > _INT32_MAX:
+        raise ValueError(f"world_size must be in 1..{_INT32_MAX}, got {world_size}")
+    return rank, world_size
 
 
 def _int_arg(name: str, value: int) -> int:

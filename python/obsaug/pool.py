@@ -28,9 +28,7 @@ import torch
 
 from . import _C
 from ._closing import Closing
-from .ops import _float_arg, _is_int, _uint64_arg, _unwrapped
-
-_INT32_MAX = 2**31 - 1
+from .ops import _INT32_MAX, _float_arg, _is_int, _rank_args, _uint64_arg, _unwrapped
 
 __all__ = ["DistractorPool"]
 
@@ -121,23 +119,14 @@ class DistractorPool(Closing):
         per_call = _int_option("per_call", per_call, 0)
         worker_nice = _int_option("worker_nice", worker_nice, 0)
         seed = _uint64_arg("seed", _unwrapped(seed))
-        rank, world_size = _unwrapped(rank), _unwrapped(world_size)
-        for name, value in (("rank", rank), ("world_size", world_size)):
-            if not _is_int(value):
-                raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-        if world_size < 1:  # as Engine(rank=, world_size=) words it
-            raise ValueError(f"world_size must be >= 1, got {world_size}")
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank must be in [0, world_size) = [0, {world_size}), got {rank}")
-        if world_size > _INT32_MAX:
-            raise ValueError(f"world_size must be in 1..{_INT32_MAX}, got {world_size}")
+        rank, world_size = _rank_args(rank, world_size)
         max_per_second = _float_arg("max_per_second", max_per_second)
         # mode, max_per_second's range and per_call <= size in sync mode are checked
         # natively (DistractorPool::validate), in the config loader's words.
         self._native = _C.DistractorPool(
             sources, size=size, image_size=image_size, channels=int(channels), device=device,
             threads=threads, mode=mode, max_per_second=max_per_second,
-            per_call=per_call, seed=seed, rank=int(rank), world_size=int(world_size),
+            per_call=per_call, seed=seed, rank=rank, world_size=world_size,
             progress=progress, worker_nice=worker_nice)
 
     @property
