@@ -44,17 +44,18 @@ int64_t last_level_cache_bytes() {
   return cache > 0 ? static_cast<int64_t>(cache) : 0;
 }
 
-int64_t default_threshold() {
-  const int64_t cache = last_level_cache_bytes();
-  return cache > 0 ? cache / 4 : int64_t{8} << 20;
-}
-
 std::atomic<int64_t> threshold_override{-1};
 
 }  // namespace
 
+int64_t stream_threshold_for_cache(int64_t cache_bytes) {
+  constexpr int64_t kLargestShare = int64_t{128} << 20;
+  if (cache_bytes <= 0) return int64_t{8} << 20;
+  return std::min(cache_bytes, kLargestShare) / 4;
+}
+
 int64_t stream_threshold_bytes() {
-  static const int64_t from_cache = default_threshold();
+  static const int64_t from_cache = stream_threshold_for_cache(last_level_cache_bytes());
   const int64_t set = threshold_override.load(std::memory_order_relaxed);
   return set >= 0 ? set : from_cache;
 }

@@ -19,11 +19,22 @@
 
 namespace obsaug {
 
-// Out-of-place outputs of at least this many bytes are streamed: a quarter
-// of the last-level cache of one core (sysfs, else sysconf; 8 MiB of 32 on
-// the build VM, where streaming lost at 8 MB and won from 16 MB), 8 MiB
-// when unknown.
+// Out-of-place outputs of at least this many bytes are streamed:
+// stream_threshold_for_cache of the last-level cache of one core (sysfs,
+// else sysconf).
 int64_t stream_threshold_bytes();
+
+// The threshold for a last-level cache of `cache_bytes` (0: unknown): a
+// quarter of it (8 MiB of 32 on the first build VM, an AMD host where
+// streaming lost at 8 MB and won from 16 MB), 8 MiB when unknown, and at
+// most 32 MiB: a cache reported larger than 128 MiB is a server socket's,
+// which a VM sees whole (480 MiB for 2 vCPUs on the second build VM, an
+// Intel host), and one core's share of it is far smaller. There, with
+// 64 MB of other work between calls and a reader of the output, streaming
+// won from 32 MB for a float32 output converted from uint8 and from 49 MB
+// for a float32 shift, and was up to 1.35x slower below (BENCHMARKS.md,
+// "The streaming threshold on a host with a 480 MiB cache").
+int64_t stream_threshold_for_cache(int64_t cache_bytes);
 
 // Whether an out-of-place output of `bytes` is streamed: at least the
 // threshold.

@@ -39,6 +39,22 @@ TEST(StreamBytes, CopiesExactlyAtEveryAlignmentAndLength) {
   }
 }
 
+// A quarter of the cache, 8 MiB when it is unknown, and at most 32 MiB
+// however large a cache the machine reports (a server socket's, seen whole
+// from a VM).
+TEST(StreamThreshold, AQuarterOfTheCacheUpTo32MiB) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  EXPECT_EQ(stream_threshold_for_cache(0), 8 * kMiB);
+  EXPECT_EQ(stream_threshold_for_cache(-1), 8 * kMiB);
+  EXPECT_EQ(stream_threshold_for_cache(2 * kMiB), kMiB / 2);
+  EXPECT_EQ(stream_threshold_for_cache(32 * kMiB), 8 * kMiB);
+  EXPECT_EQ(stream_threshold_for_cache(96 * kMiB), 24 * kMiB);
+  EXPECT_EQ(stream_threshold_for_cache(128 * kMiB), 32 * kMiB);
+  EXPECT_EQ(stream_threshold_for_cache(480 * kMiB), 32 * kMiB);
+  EXPECT_EQ(stream_threshold_for_cache(int64_t{1} << 50), 32 * kMiB);
+  EXPECT_LE(stream_threshold_bytes(), 32 * kMiB);
+}
+
 TEST(StreamThreshold, OverrideAndRestore) {
   const int64_t by_cache = stream_threshold_bytes();
   EXPECT_GT(by_cache, 0);
