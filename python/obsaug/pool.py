@@ -28,7 +28,7 @@ import torch
 
 from . import _C
 from ._closing import Closing
-from .ops import _INT32_MAX, _float_arg, _is_int, _rank_args, _uint64_arg, _unwrapped
+from .ops import _INT32_MAX, _bool_arg, _float_arg, _is_int, _rank_args, _uint64_arg, _unwrapped
 
 __all__ = ["DistractorPool"]
 
@@ -121,6 +121,7 @@ class DistractorPool(Closing):
         seed = _uint64_arg("seed", _unwrapped(seed))
         rank, world_size = _rank_args(rank, world_size)
         max_per_second = _float_arg("max_per_second", max_per_second)
+        progress = _bool_arg("progress", progress)
         # mode, max_per_second's range and per_call <= size in sync mode are checked
         # natively (DistractorPool::validate), in the config loader's words.
         self._native = _C.DistractorPool(

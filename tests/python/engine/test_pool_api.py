@@ -180,6 +180,8 @@ def test_a_source_without_usable_image_beside_a_good_one_is_an_error(tmp_path):
     (dict(device=0), TypeError, r"^device must be a str or torch.device, got int$"),
     (dict(rank=True), TypeError, r"^rank must be an int, got bool$"),
     (dict(world_size=2.0), TypeError, r"^world_size must be an int, got float$"),
+    (dict(progress="no"), TypeError, r"^progress must be True or False, got str 'no'$"),
+    (dict(progress=None), TypeError, r"^progress must be True or False, got NoneType None$"),
     (dict(rank=2, world_size=2), ValueError,
      r"^rank must be in \[0, world_size\) = \[0, 2\), got 2$"),
     (dict(rank=-1, world_size=2), ValueError,
