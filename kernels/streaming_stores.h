@@ -32,7 +32,7 @@ int64_t stream_threshold_bytes();
 // Intel host), and one core's share of it is far smaller. There, with
 // 64 MB of other work between calls and a reader of the output, streaming
 // won from 32 MB for a float32 output converted from uint8 and from 49 MB
-// for a float32 shift, and was up to 1.35x slower below (BENCHMARKS.md,
+// for a float32 shift, and was up to 1.4x slower below (BENCHMARKS.md,
 // "The streaming threshold on a host with a 480 MiB cache").
 int64_t stream_threshold_for_cache(int64_t cache_bytes);
 
