@@ -14,6 +14,7 @@
 // pool never changes after construction and augment takes no lock.
 #include "engine/engine.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
@@ -225,6 +226,18 @@ struct Engine::Impl {
       const FrameSize size = frame_sizes(config.pipeline, {input.size(2), input.size(3)}).back();
       o.out = reused.get(site, {batch, channels, size.height, size.width},
                          input.options().dtype(o.dtype.value_or(input.scalar_type())));
+      // An earlier result passed back in is this very buffer: said here, as
+      // the lifetime rule, rather than by the kernels' check of an out= the
+      // caller never passed.
+      if (input.numel() > 0 && at::get_overlap_status(o.out, input) != at::MemOverlapStatus::No) {
+        const bool obs = site == OutputSite::kAugment;
+        throw std::invalid_argument(
+            std::string(obs ? "Engine.augment: obs" : "Engine.gather_augment: storage") +
+            " is this engine's reused output, the buffer this call writes (output.reuse: a "
+            "result is valid until the next call of the same site with its shape and dtype); "
+            "pass a clone" +
+            (obs ? ", or augment it in place with augment_" : ""));
+      }
     }
     return o;
   }

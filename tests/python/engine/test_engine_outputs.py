@@ -94,3 +94,32 @@ def test_out_is_written_and_checked():
         fresh.augment(obs, out=obs)
     with pytest.raises(TypeError, match=r"out must be a torch.Tensor"):
         fresh.augment(obs, out=[1])
+
+
+def test_a_reused_result_passed_back_is_refused_by_the_lifetime_rule():
+    """With output.reuse, augment(augment(x)) would write the input's own storage:
+    a ValueError that says so (not the out= check's words: no out= was passed),
+    with no step taken; a clone, or augment_ in place, is what works."""
+    fresh, reusing = engines()
+    obs = obs_batch()
+    first = reusing.augment(obs, 0)
+    calls = reusing.stats()["calls"]
+    with pytest.raises(ValueError, match=r"^Engine\.augment: obs is this engine's reused output, "
+                                         r"the buffer this call writes \(output\.reuse: a result is "
+                                         r"valid until the next call of the same site with its shape "
+                                         r"and dtype\); pass a clone, or augment it in place with "
+                                         r"augment_$"):
+        reusing.augment(first, 1)
+    assert reusing.stats()["calls"] == calls
+    twice = fresh.augment(fresh.augment(obs, 0), 1)
+    assert torch.equal(reusing.augment(first.clone(), 1), twice)
+    again = reusing.augment(obs, 0)
+    assert torch.equal(reusing.augment_(again, 1), twice)
+    # gather_augment's storage: frames [N, 3, H, W] that are its own earlier result
+    one = obsaug.Engine(small_config(threads=0), reuse_output=True)
+    storage = obs_batch(b=4, c=3)
+    indices = torch.tensor([[0], [1], [2], [3]])
+    gathered = one.gather_augment(storage, indices, 0)
+    with pytest.raises(ValueError, match=r"^Engine\.gather_augment: storage is this engine's "
+                                         r"reused output, .* pass a clone$"):
+        one.gather_augment(gathered, indices, 1)
