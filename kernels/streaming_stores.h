@@ -31,7 +31,7 @@ int64_t stream_threshold_bytes();
 // which a VM sees whole (480 MiB for 2 vCPUs on the second build VM, an
 // Intel host), and one core's share of it is far smaller. There, with
 // 64 MB of other work between calls and a reader of the output, streaming
-// won from 32 MB for a float32 output converted from uint8 and from 49 MB
+// won from 33 MB for a float32 output converted from uint8 and from 49 MB
 // for a float32 shift, and was up to 1.4x slower below (BENCHMARKS.md,
 // "The streaming threshold on a host with a 480 MiB cache").
 int64_t stream_threshold_for_cache(int64_t cache_bytes);

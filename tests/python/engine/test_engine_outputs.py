@@ -116,10 +116,10 @@ def test_a_reused_result_passed_back_is_refused_by_the_lifetime_rule():
     again = reusing.augment(obs, 0)
     assert torch.equal(reusing.augment_(again, 1), twice)
     # gather_augment's storage: frames [N, 3, H, W] that are its own earlier result
-    one = obsaug.Engine(small_config(threads=0), reuse_output=True)
-    storage = obs_batch(b=4, c=3)
-    indices = torch.tensor([[0], [1], [2], [3]])
-    gathered = one.gather_augment(storage, indices, 0)
-    with pytest.raises(ValueError, match=r"^Engine\.gather_augment: storage is this engine's "
-                                         r"reused output, .* pass a clone$"):
-        one.gather_augment(gathered, indices, 1)
+    with obsaug.Engine(small_config(threads=0), reuse_output=True) as one:
+        storage = obs_batch(b=4, c=3)
+        indices = torch.tensor([[0], [1], [2], [3]])
+        gathered = one.gather_augment(storage, indices, 0)
+        with pytest.raises(ValueError, match=r"^Engine\.gather_augment: storage is this engine's "
+                                             r"reused output, .* pass a clone$"):
+            one.gather_augment(gathered, indices, 1)
