@@ -7,6 +7,7 @@
 
 #include "bindings/math_bindings.h"
 #include "bindings/schema_bindings.h"
+#include "kernels/augment_cpu.h"
 
 #ifdef OBSAUG_WITH_POOL
 #include "bindings/pool_bindings.h"
@@ -40,6 +41,16 @@ PYBIND11_MODULE(_C, m) {
 #else
   m.attr("built_with_cuda") = false;
 #endif
+  m.def(
+      "cpu_avx2_loops",
+      [] {
+        const std::string problem = obsaug::cpu_loops_setting_problem();
+        TORCH_CHECK_VALUE(problem.empty(), problem);
+        return obsaug::cpu_avx2_loops();
+      },
+      "Whether the CPU ops run their hand-written AVX2 loops: the CPU has AVX2 and "
+      "OBSAUG_CPU_AVX2 (read when the library loaded) is unset or 1; 0 runs the baseline loops, "
+      "which write the same bits.");
   obsaug::python::bind_schema(m);
   obsaug::python::bind_float_math(m);
   // Built with OBSAUG_REQUIRE_ALL: every component below is present (the

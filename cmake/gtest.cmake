@@ -1,5 +1,5 @@
 # obsaug_add_gtest(<name> SOURCES <file>... LIBS <target>... [LABELS <label>...]
-#                  [SOURCE_DIR] [NO_TSAN_DISCOVERY])
+#                  [SOURCE_DIR] [NO_TSAN_DISCOVERY] [BASELINE_LOOPS_TOO])
 # One GoogleTest executable (gtest_main), registered with ctest.
 #   - libstdc++ is linked first: libtorch.so exports its own copies of
 #     std::filesystem::remove_all and a few more (its remove_all crashes on a
@@ -13,10 +13,15 @@
 #     registered (discovery would run it; scripts/sanitize.sh runs it itself,
 #     without ASLR).
 #   - LABELS: ctest labels of every test of the binary (ctest -L <label>).
+#   - BASELINE_LOOPS_TOO: every test is registered a second time, named
+#     baseline_loops.<test>, run with OBSAUG_CPU_AVX2=0, so that the CPU
+#     ops' baseline loops (kernels/augment_cpu.h) are tested on hosts with
+#     AVX2 too; label baseline_loops (only: not the binary's LABELS).
 include(GoogleTest)
 
 function(obsaug_add_gtest name)
-  cmake_parse_arguments(ARG "SOURCE_DIR;NO_TSAN_DISCOVERY" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "SOURCE_DIR;NO_TSAN_DISCOVERY;BASELINE_LOOPS_TOO" ""
+                        "SOURCES;LIBS;LABELS" ${ARGN})
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "obsaug_add_gtest(${name}): SOURCES is empty")
   endif()
@@ -31,6 +36,11 @@ function(obsaug_add_gtest name)
       gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
     else()
       gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60)
+    endif()
+    if(ARG_BASELINE_LOOPS_TOO)
+      # one label: a list would reach set_tests_properties split in two
+      gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 TEST_PREFIX "baseline_loops."
+                           PROPERTIES ENVIRONMENT "OBSAUG_CPU_AVX2=0" LABELS baseline_loops)
     endif()
   endif()
 endfunction()

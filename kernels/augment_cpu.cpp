@@ -22,8 +22,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu_clones.h"
@@ -136,9 +138,18 @@ void runs_of(const std::vector<int32_t>& coords, std::vector<Run>* runs) {
   }
 }
 
+// OBSAUG_CPU_AVX2 as the library found it when it loaded (null: unset).
+const char* const kAvx2Setting = std::getenv("OBSAUG_CPU_AVX2");
+
+bool avx2_setting_is(const char* value) {
+  return kAvx2Setting != nullptr && std::strcmp(kAvx2Setting, value) == 0;
+}
+
+// Whether the hand-written AVX2 loops below run (cpu_avx2_loops() in the header).
 const bool kHasAvx2 = [] {
   __builtin_cpu_init();  // this initialiser may run before libgcc's own
-  return __builtin_cpu_supports("avx2") != 0;
+  return (kAvx2Setting == nullptr || avx2_setting_is("1")) &&
+         __builtin_cpu_supports("avx2") != 0;
 }();
 
 // The common column shape [repeat][copy or mirrored copy][repeat] (any chain
@@ -1739,6 +1750,15 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
     if (streamed) stream_fence();
   });
 }
+
+std::string cpu_loops_setting_problem() {
+  if (kAvx2Setting == nullptr || avx2_setting_is("0") || avx2_setting_is("1")) return "";
+  return std::string("the environment variable OBSAUG_CPU_AVX2 is '") + kAvx2Setting +
+         "'; set it to 0 (the baseline CPU loops), 1 (AVX2 where the CPU has it, the "
+         "default) or leave it unset, then restart the process";
+}
+
+bool cpu_avx2_loops() { return kHasAvx2; }
 
 void blend_bytes(uint8_t* v, const uint8_t* d, int64_t n, uint32_t weight) {
   blend_span(v, d, n, weight);

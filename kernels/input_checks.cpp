@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/augment.h"
+#include "kernels/augment_cpu.h"
 #include "kernels/tensor_text.h"
 
 namespace obsaug::ops {
@@ -12,6 +13,14 @@ namespace {
 
 bool on_one_of(const c10::Device& device, Devices devices) {
   return device.is_cpu() || device.is_cuda() || (devices == Devices::kOrMeta && device.is_meta());
+}
+
+// The CPU loops refuse a setting of OBSAUG_CPU_AVX2 they do not know, rather
+// than guess what it meant.
+void check_cpu_loops_setting(const c10::Device& device) {
+  if (!device.is_cpu()) return;
+  const std::string problem = cpu_loops_setting_problem();
+  TORCH_CHECK_VALUE(problem.empty(), problem);
 }
 
 }  // namespace
@@ -26,6 +35,7 @@ void check_obs(const at::Tensor& obs, Devices devices) {
                     describe(obs));
   TORCH_CHECK_VALUE(on_one_of(obs.device(), devices), "obs must be on cpu or cuda, got ",
                     obs.device());
+  check_cpu_loops_setting(obs.device());
 }
 
 void check_storage(const at::Tensor& storage, Devices devices) {
@@ -37,6 +47,7 @@ void check_storage(const at::Tensor& storage, Devices devices) {
                     describe(storage));
   TORCH_CHECK_VALUE(on_one_of(storage.device(), devices), "storage must be on cpu or cuda, got ",
                     storage.device());
+  check_cpu_loops_setting(storage.device());
 }
 
 void check_pool(const at::Tensor& pool, const c10::Device& device) {

@@ -21,9 +21,11 @@ struct OutputOptions;
 // (torch.library runs the fake kernel as the ops' Meta kernel).
 enum class Devices { kCpuOrCuda, kOrMeta };
 
-// obs: uint8 or float32, 4 dims [B, S*C, H, W], on one of `devices`.
+// obs: uint8 or float32, 4 dims [B, S*C, H, W], on one of `devices`; on the
+// CPU, OBSAUG_CPU_AVX2 set to a value the CPU loops know (kernels/augment_cpu.h).
 void check_obs(const at::Tensor& obs, Devices devices = Devices::kCpuOrCuda);
-// storage of gather_augment: uint8 or float32 frames [N, C, H, W], on one of `devices`.
+// storage of gather_augment: uint8 or float32 frames [N, C, H, W], on one of
+// `devices`; on the CPU, the same setting checked.
 void check_storage(const at::Tensor& storage, Devices devices = Devices::kCpuOrCuda);
 // pool: uint8 [P, C, H, W] on `device` (obs's).
 void check_pool(const at::Tensor& pool, const c10::Device& device);

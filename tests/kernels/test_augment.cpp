@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <initializer_list>
@@ -1264,6 +1265,21 @@ TEST(GrayBytes, MatchesGrayscaleValueForEveryInput) {
       ASSERT_EQ(g[offset + i], want);
       ASSERT_EQ(b[offset + i], want);
     }
+  }
+}
+
+// ctest runs this binary twice: as it is, and as baseline_loops.* with
+// OBSAUG_CPU_AVX2=0 (cmake/gtest.cmake). The second run is worth having only
+// if the CPU ops then take their baseline loops; this says they do, and that
+// without the setting they follow the CPU.
+TEST(CpuLoops, FollowTheSettingAndTheCpu) {
+  ASSERT_EQ(cpu_loops_setting_problem(), "");
+  const char* setting = std::getenv("OBSAUG_CPU_AVX2");
+  if (setting != nullptr && std::string(setting) == "0") {
+    EXPECT_FALSE(cpu_avx2_loops());
+  } else {
+    __builtin_cpu_init();
+    EXPECT_EQ(cpu_avx2_loops(), __builtin_cpu_supports("avx2") != 0);
   }
 }
 
