@@ -135,16 +135,18 @@ std::vector<int64_t> check_augment_call(const at::Tensor& obs,
                                         const std::optional<at::Tensor>& pool,
                                         const std::string& pipeline,
                                         std::optional<at::ScalarType> out_dtype, double scale,
-                                        double bias, const std::optional<at::Tensor>& out) {
+                                        double bias, const std::optional<at::Tensor>& out,
+                                        int64_t frame_channels) {
   return ops::check_augment_call(
       obs, pool, parse_pipeline(pipeline),
       ops::OutputOptions{out_dtype, scale, bias, out.value_or(at::Tensor())},
-      ops::Devices::kOrMeta);
+      ops::Devices::kOrMeta, frame_channels);
 }
 
 void check_augment_inplace_call(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
-                                const std::string& pipeline) {
-  ops::check_augment_inplace_call(obs, pool, parse_pipeline(pipeline), ops::Devices::kOrMeta);
+                                const std::string& pipeline, int64_t frame_channels) {
+  ops::check_augment_inplace_call(obs, pool, parse_pipeline(pipeline), ops::Devices::kOrMeta,
+                                  frame_channels);
 }
 
 std::vector<int64_t> check_gather_call(const at::Tensor& storage, const at::Tensor& indices,
@@ -195,9 +197,9 @@ void bind_schema(py::module& m) {
       "op's message. Returns the result's shape (the in-place form: None).";
   m.def("check_augment_call", &check_augment_call, py::arg("obs"), py::arg("pool"),
         py::arg("pipeline"), py::arg("out_dtype"), py::arg("scale"), py::arg("bias"),
-        py::arg("out"), call_doc);
+        py::arg("out"), py::arg("frame_channels"), call_doc);
   m.def("check_augment_inplace_call", &check_augment_inplace_call, py::arg("obs"), py::arg("pool"),
-        py::arg("pipeline"), call_doc);
+        py::arg("pipeline"), py::arg("frame_channels"), call_doc);
   m.def("check_gather_call", &check_gather_call, py::arg("storage"), py::arg("indices"),
         py::arg("pool"), py::arg("pipeline"), py::arg("out_dtype"), py::arg("scale"),
         py::arg("bias"), py::arg("sample_ids"), py::arg("out"), call_doc);

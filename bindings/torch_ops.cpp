@@ -18,15 +18,17 @@ namespace obsaug::bindings {
 
 at::Tensor augment(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
                    const std::string& pipeline, int64_t seed, int64_t step,
-                   std::optional<at::ScalarType> out_dtype, double scale, double bias) {
+                   std::optional<at::ScalarType> out_dtype, double scale, double bias,
+                   int64_t frame_channels) {
   return ops::augment(obs, pool, parse_pipeline(pipeline), static_cast<uint64_t>(seed),
-                      static_cast<uint64_t>(step), ops::OutputOptions{out_dtype, scale, bias});
+                      static_cast<uint64_t>(step), ops::OutputOptions{out_dtype, scale, bias},
+                      frame_channels);
 }
 
 void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
-              const std::string& pipeline, int64_t seed, int64_t step) {
+              const std::string& pipeline, int64_t seed, int64_t step, int64_t frame_channels) {
   ops::augment_(obs, pool, parse_pipeline(pipeline), static_cast<uint64_t>(seed),
-                static_cast<uint64_t>(step));
+                static_cast<uint64_t>(step), frame_channels);
 }
 
 at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
@@ -42,9 +44,10 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
 void augment_out(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
                  const std::string& pipeline, int64_t seed, int64_t step,
                  std::optional<at::ScalarType> out_dtype, double scale, double bias,
-                 const at::Tensor& out) {
+                 int64_t frame_channels, const at::Tensor& out) {
   ops::augment(obs, pool, parse_pipeline(pipeline), static_cast<uint64_t>(seed),
-               static_cast<uint64_t>(step), ops::OutputOptions{out_dtype, scale, bias, out});
+               static_cast<uint64_t>(step), ops::OutputOptions{out_dtype, scale, bias, out},
+               frame_channels);
 }
 
 void gather_augment_out(const at::Tensor& storage, const at::Tensor& indices,
@@ -177,8 +180,8 @@ std::string single_op_declaration(const OpSchema& op, bool out_form) {
     out += std::string(", ") + name_of(kSchemaTypes, key->type, "?") + " " + key->name;
     if (!key->required) out += "=" + schema_default(*key);
   }
-  return out +
-         (out_form ? ", int op_index=0, *, Tensor(a!) out) -> ()" : ", int op_index=0) -> Tensor");
+  return out + ", int op_index=0, int frame_channels=0" +
+         (out_form ? ", *, Tensor(a!) out) -> ()" : ") -> Tensor");
 }
 
 void run_single_op(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
@@ -190,7 +193,8 @@ void run_single_op(const c10::OperatorHandle& handle, torch::jit::Stack* stack) 
                         (schema = find_op_schema(name.substr(0, name.size() - 4))) != nullptr;
   TORCH_CHECK(schema != nullptr, "no obsaug op schema for ", full_name);
   const std::vector<const KeySpec*> keys = own_keys(*schema);
-  const size_t n_args = 3 + keys.size() + 1 + (out_form ? 1 : 0);
+  // obs, seed, step, the keys, op_index, frame_channels[, out]
+  const size_t n_args = 3 + keys.size() + 2 + (out_form ? 1 : 0);
   auto args = torch::jit::last(*stack, n_args);
   OpSpec spec(schema->kind);
   for (size_t i = 0; i < keys.size(); ++i)
@@ -201,7 +205,9 @@ void run_single_op(const c10::OperatorHandle& handle, torch::jit::Stack* stack) 
   const uint64_t step = static_cast<uint64_t>(args[2].toInt());
   ops::OutputOptions output;
   if (out_form) output.out = args[n_args - 1].toTensor();
-  const at::Tensor result = ops::augment(obs, std::nullopt, {spec}, seed, step, output);
+  const int64_t frame_channels = args[3 + keys.size() + 1].toInt();
+  const at::Tensor result =
+      ops::augment(obs, std::nullopt, {spec}, seed, step, output, frame_channels);
   torch::jit::drop(*stack, n_args);
   if (!out_form) torch::jit::push(*stack, result);
 }
@@ -238,16 +244,20 @@ TORCH_LIBRARY(obsaug, m) {
   }
   define(m,
          "augment(Tensor obs, Tensor? pool, str pipeline, SymInt seed, SymInt step, "
-         "ScalarType? out_dtype=None, float scale=1.0, float bias=0.0) -> Tensor");
+         "ScalarType? out_dtype=None, float scale=1.0, float bias=0.0, int frame_channels=0) "
+         "-> Tensor");
   define(m,
          "gather_augment(Tensor storage, Tensor indices, Tensor? pool, str pipeline, SymInt seed, "
          "SymInt step, ScalarType? out_dtype=None, float scale=1.0, float bias=0.0, "
          "Tensor? sample_ids=None) -> Tensor");
-  define(m, "augment_(Tensor(a!) obs, Tensor? pool, str pipeline, SymInt seed, SymInt step) -> ()");
+  define(m,
+         "augment_(Tensor(a!) obs, Tensor? pool, str pipeline, SymInt seed, SymInt step, "
+         "int frame_channels=0) -> ()");
   // The out= forms: the functional form's arguments, then the caller's tensor.
   define(m,
          "augment_out(Tensor obs, Tensor? pool, str pipeline, SymInt seed, SymInt step, "
-         "ScalarType? out_dtype=None, float scale=1.0, float bias=0.0, *, Tensor(a!) out) -> ()");
+         "ScalarType? out_dtype=None, float scale=1.0, float bias=0.0, int frame_channels=0, *, "
+         "Tensor(a!) out) -> ()");
   define(
       m,
       "gather_augment_out(Tensor storage, Tensor indices, Tensor? pool, str pipeline, SymInt seed, "

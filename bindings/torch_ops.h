@@ -1,7 +1,8 @@
 // Adapters from the torch.library schemas (bindings/torch_ops.cpp) to the C++
 // op API (kernels/augment.h). Seeds and steps travel as SymInt (int64) in the
 // schema, so torch.compile can keep a changing step dynamic, and are
-// reinterpreted as the uint64 of DESIGN.md section 3.
+// reinterpreted as the uint64 of DESIGN.md section 3. frame_channels is C,
+// or 0 to infer it (kernels/augment.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -20,9 +21,10 @@ namespace obsaug::bindings {
 
 at::Tensor augment(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
                    const std::string& pipeline, int64_t seed, int64_t step,
-                   std::optional<at::ScalarType> out_dtype, double scale, double bias);
+                   std::optional<at::ScalarType> out_dtype, double scale, double bias,
+                   int64_t frame_channels);
 void augment_(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
-              const std::string& pipeline, int64_t seed, int64_t step);
+              const std::string& pipeline, int64_t seed, int64_t step, int64_t frame_channels);
 at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
                           const std::optional<at::Tensor>& pool, const std::string& pipeline,
                           int64_t seed, int64_t step, std::optional<at::ScalarType> out_dtype,
@@ -32,7 +34,7 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
 void augment_out(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
                  const std::string& pipeline, int64_t seed, int64_t step,
                  std::optional<at::ScalarType> out_dtype, double scale, double bias,
-                 const at::Tensor& out);
+                 int64_t frame_channels, const at::Tensor& out);
 void gather_augment_out(const at::Tensor& storage, const at::Tensor& indices,
                         const std::optional<at::Tensor>& pool, const std::string& pipeline,
                         int64_t seed, int64_t step, std::optional<at::ScalarType> out_dtype,

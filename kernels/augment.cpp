@@ -119,6 +119,10 @@ PipelineDesc resolved(const at::Tensor& obs, const std::optional<at::Tensor>& po
   // (resolve_pipeline says when C does not suit an op): the caller's, else
   // the pool's (given, even to a pipeline that does not overlay), else RGB
   // (C = 3) when S*C is a multiple of 3 and single channels (Atari) when not.
+  TORCH_CHECK_VALUE(frame_channels >= 0,
+                    "frame_channels must be C >= 1 (the channels of one stacked frame: 3 for "
+                    "RGB, 1 for grayscale, 4 for RGBD), or 0 to infer it, got ",
+                    frame_channels);
   const bool pool_given = pool.has_value() && pool->defined();
   FrameGeometry g = geometry_of(obs.size(1), obs.size(2), obs.size(3),
                                 pool_given ? &*pool : nullptr, has_overlay(pipeline));
@@ -328,14 +332,14 @@ std::vector<int64_t> output_shape(const at::Tensor& obs, const Pipeline& pipelin
 std::vector<int64_t> check_augment_call(const at::Tensor& obs,
                                         const std::optional<at::Tensor>& pool,
                                         const Pipeline& pipeline, const OutputOptions& output,
-                                        Devices devices) {
-  return checked_augment(obs, pool, pipeline, /*seed=*/0, output, /*frame_channels=*/0, devices)
-      .shape;
+                                        Devices devices, int64_t frame_channels) {
+  return checked_augment(obs, pool, pipeline, /*seed=*/0, output, frame_channels, devices).shape;
 }
 
 void check_augment_inplace_call(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
-                                const Pipeline& pipeline, Devices devices) {
-  checked_augment_inplace(obs, pool, pipeline, /*seed=*/0, /*frame_channels=*/0, devices);
+                                const Pipeline& pipeline, Devices devices,
+                                int64_t frame_channels) {
+  checked_augment_inplace(obs, pool, pipeline, /*seed=*/0, frame_channels, devices);
 }
 
 std::vector<int64_t> check_gather_call(const at::Tensor& storage, const at::Tensor& indices,

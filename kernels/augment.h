@@ -111,14 +111,16 @@ std::vector<int64_t> output_shape(const at::Tensor& obs, const Pipeline& pipelin
 // must be concrete, and never data, so they run on FakeTensors: the fake
 // kernels (python/obsaug/ops.py) call them, and a torch.compile trace
 // refuses what the eager call refuses. The first and last return the
-// result's shape. (frame_channels is the ops' default, 0; seed and step play
-// no part in a check.)
+// result's shape. (frame_channels is augment's; seed and step play no part
+// in a check.)
 std::vector<int64_t> check_augment_call(const at::Tensor& obs,
                                         const std::optional<at::Tensor>& pool,
                                         const Pipeline& pipeline, const OutputOptions& output,
-                                        Devices devices = Devices::kCpuOrCuda);
+                                        Devices devices = Devices::kCpuOrCuda,
+                                        int64_t frame_channels = 0);
 void check_augment_inplace_call(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
-                                const Pipeline& pipeline, Devices devices = Devices::kCpuOrCuda);
+                                const Pipeline& pipeline, Devices devices = Devices::kCpuOrCuda,
+                                int64_t frame_channels = 0);
 std::vector<int64_t> check_gather_call(const at::Tensor& storage, const at::Tensor& indices,
                                        const std::optional<at::Tensor>& pool,
                                        const Pipeline& pipeline, const OutputOptions& output,

@@ -135,6 +135,19 @@ def _int_arg(name: str, value: int) -> int:
     return value
 
 
+def _frame_channels_arg(frame_channels: Optional[int]) -> int:
+    """C as the schemas take it: an int >= 1, or 0 for None (inferred: the
+    pool's, else 3 when S*C is a multiple of 3, else 1)."""
+    if frame_channels is None:
+        return 0
+    channels = _int_arg("frame_channels", _unwrapped(frame_channels))
+    if channels < 1:
+        raise ValueError("frame_channels must be C >= 1, the channels of one stacked frame (3 "
+                         "for RGB, 1 for grayscale, 4 for RGBD), or None to infer it; got "
+                         f"{channels}")
+    return channels
+
+
 # What torch.compile passes for a number that changes between calls (or any
 # number under dynamic=True): handed to the op as it is.
 _SYMBOLIC = (torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -357,34 +370,41 @@ def overlay(obs: torch.Tensor, pool: torch.Tensor, *, seed: int, step: int,
 def augment(obs: torch.Tensor, pool: Optional[torch.Tensor] = None, *,
             ops: Sequence[Mapping[str, Any]], seed: int, step: int, inplace: bool = False,
             out_dtype: Optional[torch.dtype] = None, scale: float = 1.0,
-            bias: float = 0.0, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+            bias: float = 0.0, out: Optional[torch.Tensor] = None,
+            frame_channels: Optional[int] = None) -> torch.Tensor:
     """Apply an ordered op list in one fused pass (op k uses counter index k).
 
     Equal, bit for bit in uint8, to applying the ops one after another with
     ``op_index`` = their position. ``out_dtype=torch.float32`` with
     ``scale``/``bias`` writes ``v * scale + bias`` where ``v`` is the result in
     obs's dtype. ``out``: write the result there (its dtype must be the
-    result's: ``out_dtype``, else obs's) and return it.
+    result's: ``out_dtype``, else obs's) and return it. ``frame_channels``: C,
+    the channels of one stacked frame (what grayscale, color_jitter and
+    random_conv need to be 3 and cutout's colour is drawn per); None takes the
+    pool's, else 3 when S*C is a multiple of 3, else 1. Pass it when that guess
+    is wrong: 4 for RGBD frames, 1 for 3 or 6 stacked grayscale frames.
     """
     obs, pool = _tensor_arg("obs", obs), _tensor_arg("pool", pool, optional=True)
     text = pipeline_text(ops)
     seed64, step64 = _as_int64("seed", seed), _as_int64("step", step)
     scale, bias = _float_arg("scale", scale), _float_arg("bias", bias)
     out_dtype = _dtype_arg(out_dtype)
+    channels = _frame_channels_arg(frame_channels)
     if out is not None:
         if inplace:
             raise ValueError("pass either inplace=True (the result in obs) or out= (the result "
                              "in out), not both")
         torch.ops.obsaug.augment_out(obs, pool, text, seed64, step64, out_dtype, scale, bias,
-                                     out=_out_arg(out))
+                                     channels, out=_out_arg(out))
         return out
     if inplace:
         if (out_dtype not in (None, obs.dtype)) or scale != 1.0 or bias != 0.0:
             raise ValueError("inplace=True keeps obs's dtype: out_dtype, scale and bias "
                              "need inplace=False")
-        torch.ops.obsaug.augment_(obs, pool, text, seed64, step64)
+        torch.ops.obsaug.augment_(obs, pool, text, seed64, step64, channels)
         return obs
-    return torch.ops.obsaug.augment(obs, pool, text, seed64, step64, out_dtype, scale, bias)
+    return torch.ops.obsaug.augment(obs, pool, text, seed64, step64, out_dtype, scale, bias,
+                                    channels)
 
 
 def gather_augment(storage: torch.Tensor, indices: torch.Tensor,
@@ -430,11 +450,13 @@ def _concrete(*tensors: Optional[torch.Tensor]) -> bool:
 
 
 @torch.library.register_fake("obsaug::augment")
-def _augment_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bias=0.0, out=None):
+def _augment_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bias=0.0,
+                  frame_channels=0, out=None):
     _same_device(obs, pool=pool, out=out)
     dtype = out_dtype or obs.dtype
     if _concrete(obs, pool, out):  # every check of the eager call
-        shape = _C.check_augment_call(obs, pool, pipeline, out_dtype, scale, bias, out)
+        shape = _C.check_augment_call(obs, pool, pipeline, out_dtype, scale, bias, out,
+                                      frame_channels)
         return obs.new_empty(shape, dtype=dtype)
     _C.check_augment_inputs(obs, pool, pipeline, out_dtype, scale, bias)
     h, w = _output_hw(obs.shape[-2], obs.shape[-1], pipeline)
@@ -460,9 +482,9 @@ def _gather_augment_fake(storage, indices, pool, pipeline, seed, step, out_dtype
 # as the kernel does when the sizes are concrete (else only its device).
 
 @torch.library.register_fake("obsaug::augment_out")
-def _augment_out_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bias=0.0, *,
-                      out):
-    _augment_fake(obs, pool, pipeline, seed, step, out_dtype, scale, bias, out)
+def _augment_out_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bias=0.0,
+                      frame_channels=0, *, out):
+    _augment_fake(obs, pool, pipeline, seed, step, out_dtype, scale, bias, frame_channels, out)
 
 
 @torch.library.register_fake("obsaug::gather_augment_out")
@@ -473,10 +495,10 @@ def _gather_augment_out_fake(storage, indices, pool, pipeline, seed, step, out_d
 
 
 @torch.library.register_fake("obsaug::augment_")
-def _augment_inplace_fake(obs, pool, pipeline, seed, step):
+def _augment_inplace_fake(obs, pool, pipeline, seed, step, frame_channels=0):
     _same_device(obs, pool=pool)
     if _concrete(obs, pool):
-        _C.check_augment_inplace_call(obs, pool, pipeline)
+        _C.check_augment_inplace_call(obs, pool, pipeline, frame_channels)
         return None
     _C.check_augment_inputs(obs, pool, pipeline, None, 1.0, 0.0)
     _output_hw(obs.shape[-2], obs.shape[-1], pipeline)
@@ -485,13 +507,13 @@ def _augment_inplace_fake(obs, pool, pipeline, seed, step):
 
 def _single_op_fake(obs: torch.Tensor, op: Mapping[str, Any],
                     pool: Optional[torch.Tensor] = None, out: Optional[torch.Tensor] = None,
-                    in_place: bool = False) -> Optional[torch.Tensor]:
+                    in_place: bool = False, frame_channels: int = 0) -> Optional[torch.Tensor]:
     """The output of one op on obs (None for the in-place form): the eager
     op's checks, out's included, and its frame size."""
     text = pipeline_text([op])
     if in_place:
-        return _augment_inplace_fake(obs, pool, text, 0, 0)
-    return _augment_fake(obs, pool, text, 0, 0, out=out)
+        return _augment_inplace_fake(obs, pool, text, 0, 0, frame_channels)
+    return _augment_fake(obs, pool, text, 0, 0, frame_channels=frame_channels, out=out)
 
 
 def _symbolic_size_fake(obs: torch.Tensor, h: Any, w: Any) -> torch.Tensor:
@@ -596,11 +618,12 @@ def _make_single_op(name: str):
     required = [key for key, spec in keys.items() if spec["required"]]
 
     def op(obs: torch.Tensor, *, seed: int, step: int, op_index: int = 0,
-           out: Optional[torch.Tensor] = None, **values: Any) -> torch.Tensor:
+           out: Optional[torch.Tensor] = None, frame_channels: Optional[int] = None,
+           **values: Any) -> torch.Tensor:
         unknown = sorted(set(values) - set(keys))
         if unknown:
             raise TypeError(f"{name}() got unexpected keyword(s) {unknown}; {name} takes "
-                            f"seed, step, {', '.join(keys)}, op_index")
+                            f"seed, step, {', '.join(keys)}, op_index, out, frame_channels")
         missing = [key for key in required if key not in values]
         if missing:
             raise TypeError(f"{name}() needs {', '.join(missing)}")
@@ -608,6 +631,7 @@ def _make_single_op(name: str):
         args += [_schema_value(name, key, spec, values.get(key, spec["default"]))
                  for key, spec in keys.items()]
         args.append(_int_arg("op_index", op_index))
+        args.append(_frame_channels_arg(frame_channels))
         if out is not None:
             getattr(torch.ops.obsaug, f"{name}_out")(*args, out=_out_arg(out))
             return out
@@ -622,6 +646,8 @@ def _make_single_op(name: str):
                for key, spec in keys.items()]
     params.append(inspect.Parameter("op_index", inspect.Parameter.KEYWORD_ONLY, default=0))
     params.append(inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None))
+    params.append(inspect.Parameter("frame_channels", inspect.Parameter.KEYWORD_ONLY,
+                                    default=None))
     op.__signature__ = inspect.Signature(params)
     op.__name__ = op.__qualname__ = name
     key_docs = "\n".join(f"    {key} ({spec['default_text']}; {spec['range']}): {spec['doc']}"
@@ -631,7 +657,8 @@ def _make_single_op(name: str):
                   "Parameters are drawn per sample (DESIGN.md section 3a) and shared by its "
                   "stacked frames; the same as the pipeline entry "
                   f"``{{'op': '{name}', ...}}`` of :func:`augment` at index ``op_index``. "
-                  "``out``: write the result there and return it (see the module's doc).")
+                  "``out``: write the result there and return it (see the module's doc). "
+                  "``frame_channels``: C, as :func:`augment` takes it.")
     return op
 
 
@@ -639,9 +666,10 @@ def _make_single_op_fake(name: str):
     keys = list(_own_keys(name))
 
     def fake(obs, seed, step, *args, out=None, **kwargs):
-        values = dict(zip(keys + ["op_index"], args))
+        values = dict(zip(keys + ["op_index", "frame_channels"], args))
         values.update(kwargs)
         op = {"op": name, "index": values.pop("op_index", 0)}
+        frame_channels = values.pop("frame_channels", 0)
         for key, value in values.items():
             if _SCHEMA[name]["keys"][key]["type"] == "size":
                 h, w = value[0], value[-1]
@@ -650,7 +678,7 @@ def _make_single_op_fake(name: str):
                     return _symbolic_size_fake(obs, h, w)
                 value = (h, w)
             op[key] = value
-        return _single_op_fake(obs, op, out=out)
+        return _single_op_fake(obs, op, out=out, frame_channels=frame_channels)
 
     return fake
 

@@ -210,14 +210,14 @@ def cutout(obs, *, seed, step, min=10, max=30, fill="zeros", p=1.0, op_index=0, 
     assert 1 <= lo <= hi
     bsz, sc, h, w = obs.shape
     c = channels or frame_channels(obs, None)
-    assert c <= 3, "cutout colours have three channels"
     out = frames(obs, c)
     for b in range(bsz):
         x0, y0, sw, sh, applies, colour = cutout_params(seed, step, b, h, w, lo, hi, p, op_index)
         if not applies:
             continue
         for ch in range(c):
-            out[b, :, ch, y0:y0 + sh, x0:x0 + sw] = colour[ch] if fill == "color" else 0
+            # three colours drawn; with C > 3 channel ch takes colour ch % 3 (docs/ops.md)
+            out[b, :, ch, y0:y0 + sh, x0:x0 + sw] = colour[ch % 3] if fill == "color" else 0
     return out.view(obs.shape)
 
 

@@ -722,6 +722,96 @@ def test_a_pool_gives_c_even_when_the_pipeline_does_not_overlay():
     assert_same(ops.augment(x, empty, ops=CUT, seed=SEED, step=STEP), got)
 
 
+# (C, S): stacked grayscale frames whose S*C is a multiple of 3, RGBD, two-channel
+# frames, RGB; each C differs from the guess (3 when S*C is a multiple of 3) but the last.
+FRAME_CHANNEL_CASES = [(1, 3), (1, 6), (4, 3), (2, 3), (2, 6), (3, 2)]
+
+
+@pytest.mark.parametrize("c,s", FRAME_CHANNEL_CASES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_frame_channels_tells_the_ops_c(c, s, dtype):
+    """frame_channels=C makes augment (out of place, out=, in place, float output) and the
+    single ops see C-channel frames: the reference with channels=C, whatever S*C suggests."""
+    rng = random.Random(c * 100 + s)
+    for case in range(4):
+        h = w = rng.choice([9, 12, 16])
+        pipe, pool_hw = random_pipeline(rng, h, w, c, rng.randint(2, 5))
+        if case == 0:  # a cutout's colour per channel always, whatever the draw
+            pipe = [dict(CUT[0], p=1.0)] + pipe
+        x = random_obs((5, s * c, h, w), dtype, seed=case)
+        pool = None if pool_hw is None else random_pool(3, c, *pool_hw, seed=case)
+        want = RO.augment(x, pool, ops=pipe, seed=SEED, step=STEP + case, channels=c)
+        got = ops.augment(x, pool, ops=pipe, seed=SEED, step=STEP + case, frame_channels=c)
+        assert_same(got, want)
+        out = torch.full_like(want, 7)
+        ops.augment(x, pool, ops=pipe, seed=SEED, step=STEP + case, frame_channels=c, out=out)
+        assert_same(out, want)
+        if ops.frame_sizes(pipe, h, w)[-1] == (h, w):
+            y = x.clone()
+            ops.augment(y, pool, ops=pipe, seed=SEED, step=STEP + case, frame_channels=c,
+                        inplace=True)
+            assert_same(y, want)
+        if dtype == torch.uint8:
+            assert_same(ops.augment(x, pool, ops=pipe, seed=SEED, step=STEP + case,
+                                    frame_channels=c, out_dtype=torch.float32, scale=0.5),
+                        want.float() * 0.5)
+    x = random_obs((6, s * c, 12, 12), dtype, seed=9)
+    cut = ops.cutout(x, seed=SEED, step=STEP, min=3, max=5, fill="color", frame_channels=c)
+    assert_same(cut, RO.augment(x, None, ops=CUT, seed=SEED, step=STEP, channels=c))
+    if c != 3 and (s * c) % 3 == 0:  # the guess would have been C = 3: a different colour
+        assert not torch.equal(cut, ops.cutout(x, seed=SEED, step=STEP, min=3, max=5,
+                                               fill="color"))
+
+
+def test_frame_channels_none_is_the_guess_and_a_pool_must_agree():
+    x = random_obs((4, 6, 12, 12), torch.uint8)
+    assert_same(ops.augment(x, ops=CUT, seed=SEED, step=STEP, frame_channels=None),
+                ops.augment(x, ops=CUT, seed=SEED, step=STEP))
+    assert_same(ops.augment(x, random_pool(2, 1, 12, 12), ops=CUT, seed=SEED, step=STEP,
+                            frame_channels=1),
+                RO.augment(x, None, ops=CUT, seed=SEED, step=STEP, channels=1))
+    raises(ValueError, lambda: ops.augment(x, random_pool(2, 3, 12, 12), ops=CUT, seed=SEED,
+                                           step=STEP, frame_channels=1),
+           "the pool has C = 3", "frames have C = 1")
+
+
+@pytest.mark.parametrize("value,exc,words", [
+    (0, ValueError, ["frame_channels must be C >= 1", "rgbd", "got 0"]),
+    (-3, ValueError, ["frame_channels must be C >= 1", "got -3"]),
+    (True, TypeError, ["frame_channels must be an int", "bool"]),
+    (3.0, TypeError, ["frame_channels must be an int", "float"]),
+    ("3", TypeError, ["frame_channels must be an int", "str"]),
+    (4, ValueError, ["obs channels (6) must be a multiple of the frame channels c = 4"]),
+    (2**63, ValueError, ["frame_channels must fit in int64"]),
+])
+@pytest.mark.parametrize("form", ["augment", "out=", "inplace", "cutout", "cutout out="])
+def test_a_bad_frame_channels_is_refused_before_anything_is_written(value, exc, words, form):
+    x = random_obs((2, 6, 8, 8), torch.uint8)
+    before = x.clone()
+    out = torch.full_like(x, 7)
+    call = {
+        "augment": lambda: ops.augment(x, ops=CUT, seed=0, step=0, frame_channels=value),
+        "out=": lambda: ops.augment(x, ops=CUT, seed=0, step=0, frame_channels=value, out=out),
+        "inplace": lambda: ops.augment(x, ops=CUT, seed=0, step=0, frame_channels=value,
+                                       inplace=True),
+        "cutout": lambda: ops.cutout(x, seed=0, step=0, frame_channels=value),
+        "cutout out=": lambda: ops.cutout(x, seed=0, step=0, frame_channels=value, out=out),
+    }[form]
+    raises(exc, call, *words)
+    assert torch.equal(x, before) and bool((out == 7).all())
+
+
+def test_the_torch_ops_refuse_a_negative_frame_channels():
+    """The schemas' 0 means "infer C"; below it the native check answers (the Python
+    functions refuse it first)."""
+    x = random_obs((2, 6, 8, 8), torch.uint8)
+    raises(ValueError, lambda: torch.ops.obsaug.augment(x, None, "op=flip", 0, 0, None, 1.0, 0.0,
+                                                        -2),
+           "frame_channels must be C >= 1", "or 0 to infer it, got -2")
+    raises(ValueError, lambda: torch.ops.obsaug.cutout(x, 0, 0, frame_channels=-1),
+           "frame_channels must be C >= 1", "got -1")
+
+
 @needs_engine
 @pytest.mark.parametrize("channels,stack", [(1, 3), (3, 1)])
 def test_the_engine_gives_its_frames_channels_to_augment(channels, stack):

@@ -62,6 +62,15 @@ def opcheck_cases():
                     lambda d=dtype, c=cl, v=values: (small(d, c), SEED, STEP, *v, 1)
             yield f"augment-second-family-{tag}", O.augment.default, \
                 lambda d=dtype, c=cl: (small(d, c), pool(8, 8), SECOND_PIPE, SEED, STEP, None, 1.0, 0.0)
+            # frame_channels: the 6 channels as 3 stacked 2-channel frames
+            yield f"augment-frame-channels-{tag}", O.augment.default, \
+                lambda d=dtype, c=cl: (small(d, c), None, "op=flip|op=cutout,fill=color", SEED, STEP,
+                                       None, 1.0, 0.0, 2)
+            yield f"augment_-frame-channels-{tag}", O.augment_.default, \
+                lambda d=dtype, c=cl: (small(d, c), None, "op=shift,pad=1|op=cutout,fill=color", SEED,
+                                       STEP, 2)
+            yield f"cutout-frame-channels-{tag}", O.cutout.default, \
+                lambda d=dtype, c=cl: (small(d, c), SEED, STEP, 2, 5, "color", 0.9, 1, 6)
 
 
 CASES = list(opcheck_cases())
@@ -264,6 +273,15 @@ REJECTED = {
                                                                            step=0)),
     "random_conv of C = 1 frames": (ValueError, lambda: ops.random_conv(u8(2, 4, 8, 8), seed=0,
                                                                          step=0)),
+    "grayscale of frame_channels 1": (ValueError, lambda: ops.grayscale(
+        u8(2, 6, 8, 8), seed=0, step=0, frame_channels=1)),
+    "augment frame_channels not dividing S*C": (ValueError, lambda: ops.augment(
+        u8(2, 6, 8, 8), ops=[{"op": "flip"}], seed=0, step=0, frame_channels=4)),
+    "augment_ frame_channels unlike the pool's": (ValueError, lambda: ops.augment(
+        u8(2, 6, 8, 8), u8(3, 3, 8, 8), ops=[{"op": "overlay"}], seed=0, step=0, inplace=True,
+        frame_channels=1)),
+    "cutout out= with frame_channels not dividing S*C": (ValueError, lambda: ops.cutout(
+        u8(2, 6, 8, 8), seed=0, step=0, frame_channels=5, out=u8(2, 6, 8, 8))),
     "shift of 0-row frames": (ValueError, lambda: ops.shift(u8(2, 6, 0, 8), seed=0, step=0)),
     "shift out=obs": (ValueError, lambda: (lambda x: ops.shift(x, seed=0, step=0, out=x))(
         u8(2, 6, 8, 8))),
@@ -313,7 +331,9 @@ def test_fake_kernels_reject_what_the_eager_op_rejects(name):
 
 
 @pytest.mark.parametrize("name", ["shift 3-D", "augment out_dtype uint8 of float",
-                                  "grayscale of C = 1 frames", "augment_ with a crop"])
+                                  "grayscale of C = 1 frames", "augment_ with a crop",
+                                  "grayscale of frame_channels 1",
+                                  "augment frame_channels not dividing S*C"])
 def test_compile_fails_at_trace_time_with_the_eager_message(name):
     torch._dynamo.reset()
     exc, message = eager_error(name)
