@@ -608,6 +608,12 @@ TEST(AugmentKernelEmulated, SecondFamilyStridingGatherAndOneChannel) {
   c.height = 14;
   c.width = 14;
   run(c);
+  // C = 4 (RGBD, frame_channels=4 of the ops): channel 3 takes colour 0 (c % 3).
+  c.frame_channels = 4;
+  c.stack = 3;
+  run(c);
+  c.gather_frames = 5;
+  run(c);
 }
 
 // Frames whose byte size is no multiple of 16 (83 x 83), in place with one
