@@ -117,9 +117,10 @@ std::vector<std::pair<Side, Side>> frame_sizes_of_text(const std::string& pipeli
 // The fake kernels' input checks: the eager ops' own (kernels/input_checks.h).
 void check_augment_inputs(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
                           const std::string& pipeline, std::optional<at::ScalarType> out_dtype,
-                          double scale, double bias) {
+                          double scale, double bias, int64_t frame_channels) {
   ops::check_augment_inputs(obs, pool, parse_pipeline(pipeline),
-                            ops::OutputOptions{out_dtype, scale, bias}, ops::Devices::kOrMeta);
+                            ops::OutputOptions{out_dtype, scale, bias}, ops::Devices::kOrMeta,
+                            frame_channels);
 }
 
 void check_gather_inputs(const at::Tensor& storage, const std::optional<at::Tensor>& pool,
@@ -183,14 +184,16 @@ void bind_schema(py::module& m) {
         "Frame size (height, width) at each op's input and after the last op, for the text "
         "form `pipeline` on height x width frames; None for a side not known. Raises "
         "ValueError when an op's value is out of range or its size does not fit.");
-  for (const auto& [name, check] : {std::pair{"check_augment_inputs", &check_augment_inputs},
-                                    std::pair{"check_gather_inputs", &check_gather_inputs}}) {
-    m.def(name, check, py::arg("input"), py::arg("pool"), py::arg("pipeline"), py::arg("out_dtype"),
-          py::arg("scale"), py::arg("bias"),
-          "The eager op's checks of dtypes, ranks, devices, the pool's presence and the "
-          "output options (kernels/input_checks.h), for the fake kernels: TypeError or "
-          "ValueError with the eager op's message.");
-  }
+  const char* inputs_doc =
+      "The eager op's checks of dtypes, ranks, devices, the pool's presence and the output "
+      "options (kernels/input_checks.h), and augment's of an explicit frame_channels, for the "
+      "fake kernels: TypeError or ValueError with the eager op's message.";
+  m.def("check_augment_inputs", &check_augment_inputs, py::arg("input"), py::arg("pool"),
+        py::arg("pipeline"), py::arg("out_dtype"), py::arg("scale"), py::arg("bias"),
+        py::arg("frame_channels"), inputs_doc);
+  m.def("check_gather_inputs", &check_gather_inputs, py::arg("input"), py::arg("pool"),
+        py::arg("pipeline"), py::arg("out_dtype"), py::arg("scale"), py::arg("bias"),
+        inputs_doc);
   const char* call_doc =
       "Every check the eager call makes before it reads an element (kernels/augment.h), for "
       "the fake kernels on inputs of concrete sizes: TypeError or ValueError with the eager "

@@ -119,10 +119,6 @@ PipelineDesc resolved(const at::Tensor& obs, const std::optional<at::Tensor>& po
   // (resolve_pipeline says when C does not suit an op): the caller's, else
   // the pool's (given, even to a pipeline that does not overlay), else RGB
   // (C = 3) when S*C is a multiple of 3 and single channels (Atari) when not.
-  TORCH_CHECK_VALUE(frame_channels >= 0,
-                    "frame_channels must be C >= 1 (the channels of one stacked frame: 3 for "
-                    "RGB, 1 for grayscale, 4 for RGBD), or 0 to infer it, got ",
-                    frame_channels);
   const bool pool_given = pool.has_value() && pool->defined();
   FrameGeometry g = geometry_of(obs.size(1), obs.size(2), obs.size(3),
                                 pool_given ? &*pool : nullptr, has_overlay(pipeline));
@@ -132,9 +128,9 @@ PipelineDesc resolved(const at::Tensor& obs, const std::optional<at::Tensor>& po
                       " (obs is [B, S*C, H, W] with S stacked frames of C channels)");
     TORCH_CHECK_VALUE(!pool_given || g.frame_channels == frame_channels,
                       "the pool has C = ", g.frame_channels,
-                      " channels per image but the frames have C = ", frame_channels);
+                      " channels per image but frame_channels is ", frame_channels);
     g.frame_channels = frame_channels;
-    g.channels_source = "the frames' channels";
+    g.channels_source = kFrameChannelsSource;
   } else if (!pool_given && obs.size(1) % 3 == 0) {
     g.frame_channels = 3;
   }
@@ -230,7 +226,7 @@ struct CheckedCall {
 CheckedCall checked_augment(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
                             const Pipeline& pipeline, uint64_t seed, const OutputOptions& output,
                             int64_t frame_channels, Devices devices) {
-  check_augment_inputs(obs, pool, pipeline, output, devices);
+  check_augment_inputs(obs, pool, pipeline, output, devices, frame_channels);
   CheckedCall call{
       resolved(obs, pool, pipeline, seed, frame_channels), output_dtype(obs, output), {}};
   call.shape = {obs.size(0), obs.size(1), call.desc.out_h, call.desc.out_w};
@@ -246,7 +242,7 @@ CheckedCall checked_augment(const at::Tensor& obs, const std::optional<at::Tenso
 PipelineDesc checked_augment_inplace(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
                                      const Pipeline& pipeline, uint64_t seed,
                                      int64_t frame_channels, Devices devices) {
-  check_augment_inputs(obs, pool, pipeline, {}, devices);
+  check_augment_inputs(obs, pool, pipeline, {}, devices, frame_channels);
   PipelineDesc desc = resolved(obs, pool, pipeline, seed, frame_channels);
   // An expand()ed obs can stand for far more memory than it holds, and
   // writing it in place has no single right answer.

@@ -138,18 +138,31 @@ void runs_of(const std::vector<int32_t>& coords, std::vector<Run>* runs) {
   }
 }
 
-// OBSAUG_CPU_AVX2 as the library found it when it loaded (null: unset).
-const char* const kAvx2Setting = std::getenv("OBSAUG_CPU_AVX2");
+// OBSAUG_CPU_AVX2 as the library found it when it loaded, copied (a later
+// setenv changes nothing) into trivially destructible storage (ops may run
+// while the process exits).
+struct Avx2Setting {
+  enum Kind { kFollowTheCpu, kOff, kUnknown } kind = kFollowTheCpu;
+  char text[64] = {};  // kUnknown: the value, cut to 63 bytes
+};
 
-bool avx2_setting_is(const char* value) {
-  return kAvx2Setting != nullptr && std::strcmp(kAvx2Setting, value) == 0;
-}
+const Avx2Setting kAvx2Setting = [] {
+  Avx2Setting setting;
+  const char* value = std::getenv("OBSAUG_CPU_AVX2");
+  if (value == nullptr || value[0] == '\0' || std::strcmp(value, "1") == 0) return setting;
+  if (std::strcmp(value, "0") == 0) {
+    setting.kind = Avx2Setting::kOff;
+    return setting;
+  }
+  setting.kind = Avx2Setting::kUnknown;
+  std::strncpy(setting.text, value, sizeof(setting.text) - 1);
+  return setting;
+}();
 
 // Whether the hand-written AVX2 loops below run (cpu_avx2_loops() in the header).
 const bool kHasAvx2 = [] {
   __builtin_cpu_init();  // this initialiser may run before libgcc's own
-  return (kAvx2Setting == nullptr || avx2_setting_is("1")) &&
-         __builtin_cpu_supports("avx2") != 0;
+  return kAvx2Setting.kind == Avx2Setting::kFollowTheCpu && __builtin_cpu_supports("avx2") != 0;
 }();
 
 // The common column shape [repeat][copy or mirrored copy][repeat] (any chain
@@ -1752,8 +1765,8 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
 }
 
 std::string cpu_loops_setting_problem() {
-  if (kAvx2Setting == nullptr || avx2_setting_is("0") || avx2_setting_is("1")) return "";
-  return std::string("the environment variable OBSAUG_CPU_AVX2 is '") + kAvx2Setting +
+  if (kAvx2Setting.kind != Avx2Setting::kUnknown) return "";
+  return std::string("the environment variable OBSAUG_CPU_AVX2 is '") + kAvx2Setting.text +
          "'; set it to 0 (the baseline CPU loops), 1 (AVX2 where the CPU has it, the "
          "default) or leave it unset, then restart the process";
 }

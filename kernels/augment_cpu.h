@@ -110,12 +110,12 @@ void trace_axis_all(const PipelineDesc& p, const OpDraw* draws, int axis, int32_
 
 // Whether the hand-written AVX2 loops run: the CPU has AVX2 and the
 // environment variable OBSAUG_CPU_AVX2, read once when the library loads, is
-// unset or 1. With 0 the baseline loops run instead; they write the same bits
+// unset, empty or 1. With 0 the baseline loops run instead; they write the same bits
 // (the tests run every CPU op both ways). The compiler's AVX2 clones
 // (kernels/cpu_clones.h) follow the CPU alone.
 bool cpu_avx2_loops();
 
-// "" when OBSAUG_CPU_AVX2 is unset, 0 or 1; else what is wrong with it and
+// "" when OBSAUG_CPU_AVX2 is unset, empty, 0 or 1; else what is wrong with it and
 // what would be right (the CPU ops refuse to run: kernels/input_checks.h).
 std::string cpu_loops_setting_problem();
 

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/augment.h"
 #include "kernels/augment_cpu.h"
@@ -83,8 +84,21 @@ at::ScalarType output_dtype(const at::Tensor& input, const OutputOptions& output
   return dtype;
 }
 
+void check_frame_channels(const Pipeline& pipeline, int64_t frame_channels) {
+  TORCH_CHECK_VALUE(frame_channels >= 0 && frame_channels <= INT32_MAX,
+                    "frame_channels must be C in [1, 2^31), the channels of one stacked frame "
+                    "(3 for RGB, 1 for grayscale, 4 for RGBD), or 0 to infer it, got ",
+                    frame_channels);
+  if (frame_channels == 0) return;
+  FrameGeometry g;
+  g.frame_channels = frame_channels;
+  g.channels_source = kFrameChannelsSource;
+  check_channel_mixing(pipeline, g);
+}
+
 void check_augment_inputs(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
-                          const Pipeline& pipeline, const OutputOptions& output, Devices devices) {
+                          const Pipeline& pipeline, const OutputOptions& output, Devices devices,
+                          int64_t frame_channels) {
   check_obs(obs, devices);
   if (has_overlay(pipeline)) {
     check_required_pool(pool, obs.device());
@@ -92,6 +106,7 @@ void check_augment_inputs(const at::Tensor& obs, const std::optional<at::Tensor>
     check_pool(*pool, obs.device());  // it still gives C (kernels/augment.h)
   }
   output_dtype(obs, output);
+  check_frame_channels(pipeline, frame_channels);
 }
 
 void check_gather_inputs(const at::Tensor& storage, const std::optional<at::Tensor>& pool,

@@ -35,11 +35,19 @@ void check_required_pool(const std::optional<at::Tensor>& pool, const c10::Devic
 // only from uint8 input and without scale or bias; scale and bias finite.
 at::ScalarType output_dtype(const at::Tensor& input, const OutputOptions& output);
 
+// What the messages call an explicit C (augment's frame_channels).
+inline constexpr const char* kFrameChannelsSource = "frame_channels";
+
+// augment's frame_channels: C in [1, 2^31), or 0 to infer it; with an explicit
+// C, every op that mixes channels must see C = 3 (check_channel_mixing).
+// Reads no size, so it also runs on symbolic ones.
+void check_frame_channels(const Pipeline& pipeline, int64_t frame_channels);
+
 // Everything above that applies to augment(obs, pool, pipeline, ...) and to
 // gather_augment(storage, indices, pool, pipeline, ...), in their order.
 void check_augment_inputs(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
                           const Pipeline& pipeline, const OutputOptions& output,
-                          Devices devices = Devices::kCpuOrCuda);
+                          Devices devices = Devices::kCpuOrCuda, int64_t frame_channels = 0);
 void check_gather_inputs(const at::Tensor& storage, const std::optional<at::Tensor>& pool,
                          const Pipeline& pipeline, const OutputOptions& output,
                          Devices devices = Devices::kCpuOrCuda);

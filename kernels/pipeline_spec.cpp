@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
@@ -325,6 +326,25 @@ void set_jitter_part(OpDesc* op, JitterPart part, double x) {
 
 }  // namespace
 
+namespace {
+
+// Op k mixes channels: C must be 3.
+void check_rgb_frames(size_t k, const OpSpec& spec, const FrameGeometry& g) {
+  if (!spec.schema().needs.mixes_channels || g.frame_channels == 3) return;
+  TORCH_CHECK_VALUE(
+      false, where(k, spec), ": needs RGB frames (C = 3 channels per stacked frame), ",
+      g.channels_source != nullptr
+          ? "got C = " + std::to_string(g.frame_channels) + " (" + g.channels_source + ")"
+          : "got C = 1: obs has S*C = " + std::to_string(g.channels) +
+                " channels, not a multiple of 3");
+}
+
+}  // namespace
+
+void check_channel_mixing(const Pipeline& pipeline, const FrameGeometry& g) {
+  for (size_t k = 0; k < pipeline.size(); ++k) check_rgb_frames(k, pipeline[k], g);
+}
+
 bool has_overlay(const Pipeline& pipeline) {
   for (const OpSpec& op : pipeline)
     if (op.schema().needs.pool) return true;
@@ -337,6 +357,10 @@ PipelineDesc resolve_pipeline(const Pipeline& pipeline, const FrameGeometry& g, 
                     kMaxOps, " ops, got ", pipeline.size());
   TORCH_CHECK_VALUE(g.height >= 1 && g.width >= 1 && g.height <= (1 << 30) && g.width <= (1 << 30),
                     "obs frames must be between 1x1 and 2^30 x 2^30, got ", g.height, "x", g.width);
+  TORCH_CHECK_VALUE(g.frame_channels >= 1 && g.frame_channels <= INT32_MAX,
+                    "frames of C = ", g.frame_channels, " channels (",
+                    g.channels_source != nullptr ? g.channels_source : "guessed",
+                    "); C must lie in [1, 2^31)");
   // The frame index is 15 bits of the counter (DESIGN.md section 3a).
   TORCH_CHECK_VALUE(g.channels / g.frame_channels < kMaxFrames,
                     "obs holds S = ", g.channels / g.frame_channels,
@@ -421,14 +445,7 @@ PipelineDesc resolve_pipeline(const Pipeline& pipeline, const FrameGeometry& g, 
                           : 1.0f;
         break;
     }
-    if (spec.schema().needs.mixes_channels && g.frame_channels != 3) {
-      TORCH_CHECK_VALUE(
-          false, where(k, spec), ": needs RGB frames (C = 3 channels per stacked frame), ",
-          g.channels_source != nullptr
-              ? "got C = " + std::to_string(g.frame_channels) + " (" + g.channels_source + ")"
-              : "got C = 1: obs has S*C = " + std::to_string(g.channels) +
-                    " channels, not a multiple of 3");
-    }
+    check_rgb_frames(k, spec, g);
   }
   plan_segments(&desc);
   return desc;

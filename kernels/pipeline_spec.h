@@ -122,8 +122,14 @@ struct FrameGeometry {
 };
 
 // Checks every op against the frame geometry and resolves sizes and weights.
+// C (geometry.frame_channels) must lie in [1, 2^31).
 PipelineDesc resolve_pipeline(const Pipeline& pipeline, const FrameGeometry& geometry,
                               uint64_t seed, uint64_t step);
+
+// The check resolve_pipeline makes of the ops that mix channels (grayscale,
+// color_jitter, random_conv: C = 3), with its message, on C and its source
+// alone: it reads no frame size (the fake kernels run it on symbolic sizes).
+void check_channel_mixing(const Pipeline& pipeline, const FrameGeometry& geometry);
 
 // Whether any op reads the distractor pool (OpNeeds::pool).
 bool has_overlay(const Pipeline& pipeline);

@@ -2,7 +2,8 @@
 # Sanitizer runs of the C++ tests, each in its own build tree with
 # its own package folder (the development build is left alone), no CUDA:
 #   asan   every C++ test binary under AddressSanitizer + UndefinedBehaviorSanitizer
-#          (build-asan/, -DOBSAUG_ASAN=ON)
+#          (build-asan/, -DOBSAUG_ASAN=ON); the ops' tests (obsaug_tests) once
+#          more with OBSAUG_CPU_AVX2=0, on the CPU's baseline loops
 #   tsan   the threaded components under ThreadSanitizer: the distractor pool,
 #          the engine (threads augmenting while the refresh runs) and the
 #          replay tests with the soak (build-tsan/, -DOBSAUG_TSAN=ON)
@@ -65,14 +66,15 @@ for mode in "${modes[@]}"; do
              tests/cuda_emulation/obsaug_cuda_emulation_tests)
       select_tests || continue
       ninja -C build-asan $(for t in "${tests[@]}"; do basename "$t"; done) || { status=1; continue; }
-      export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:detect_odr_violation=0:${ASAN_OPTIONS:-}"
-      export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
-      run_tests "${tests[@]/#/build-asan/}" || status=1
+      asan="detect_leaks=0:halt_on_error=1:detect_odr_violation=0:${ASAN_OPTIONS:-}"
+      ubsan="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+      ASAN_OPTIONS="$asan" UBSAN_OPTIONS="$ubsan" run_tests "${tests[@]/#/build-asan/}" || status=1
       # the ops' tests once more on the CPU's baseline loops (README, "The CPU
       # loops without AVX2"), whose scalar tails the AVX2 run never reaches
       if [[ " ${tests[*]} " == *" tests/obsaug_tests "* ]]; then
         echo "-- with OBSAUG_CPU_AVX2=0:"
-        OBSAUG_CPU_AVX2=0 run_tests build-asan/tests/obsaug_tests || status=1
+        OBSAUG_CPU_AVX2=0 ASAN_OPTIONS="$asan" UBSAN_OPTIONS="$ubsan" \
+          run_tests build-asan/tests/obsaug_tests || status=1
       fi
       ;;
     tsan)

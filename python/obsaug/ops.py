@@ -458,7 +458,7 @@ def _augment_fake(obs, pool, pipeline, seed, step, out_dtype=None, scale=1.0, bi
         shape = _C.check_augment_call(obs, pool, pipeline, out_dtype, scale, bias, out,
                                       frame_channels)
         return obs.new_empty(shape, dtype=dtype)
-    _C.check_augment_inputs(obs, pool, pipeline, out_dtype, scale, bias)
+    _C.check_augment_inputs(obs, pool, pipeline, out_dtype, scale, bias, frame_channels)
     h, w = _output_hw(obs.shape[-2], obs.shape[-1], pipeline)
     return obs.new_empty((obs.shape[0], obs.shape[1], h, w), dtype=dtype)
 
@@ -500,7 +500,7 @@ def _augment_inplace_fake(obs, pool, pipeline, seed, step, frame_channels=0):
     if _concrete(obs, pool):
         _C.check_augment_inplace_call(obs, pool, pipeline, frame_channels)
         return None
-    _C.check_augment_inputs(obs, pool, pipeline, None, 1.0, 0.0)
+    _C.check_augment_inputs(obs, pool, pipeline, None, 1.0, 0.0, frame_channels)
     _output_hw(obs.shape[-2], obs.shape[-1], pipeline)
     return None
 
@@ -516,9 +516,10 @@ def _single_op_fake(obs: torch.Tensor, op: Mapping[str, Any],
     return _augment_fake(obs, pool, text, 0, 0, frame_channels=frame_channels, out=out)
 
 
-def _symbolic_size_fake(obs: torch.Tensor, h: Any, w: Any) -> torch.Tensor:
+def _symbolic_size_fake(obs: torch.Tensor, h: Any, w: Any,
+                        frame_channels: int = 0) -> torch.Tensor:
     """The output of an op whose size is symbolic: obs's checks, not the size's."""
-    _C.check_augment_inputs(obs, None, "", None, 1.0, 0.0)
+    _C.check_augment_inputs(obs, None, "", None, 1.0, 0.0, frame_channels)
     return obs.new_empty((obs.shape[0], obs.shape[1], h, w))
 
 
@@ -586,7 +587,7 @@ def _overlay_inplace_fake(obs, pool, seed, step, alpha=_default("overlay", "alph
 
 
 # --- the second family (DESIGN.md section 3a) ---
-# Each is torch.ops.obsaug.<name>(obs, seed, step, <its keys>, op_index),
+# Each is torch.ops.obsaug.<name>(obs, seed, step, <its keys>, op_index, frame_channels),
 # declared in C++ from the op schema; the Python functions and fake kernels
 # below are made from the same schema, so a key added there appears here.
 
@@ -675,7 +676,7 @@ def _make_single_op_fake(name: str):
                 h, w = value[0], value[-1]
                 if not (isinstance(h, int) and isinstance(w, int)):  # symbolic
                     _same_device(obs, out=out)
-                    return _symbolic_size_fake(obs, h, w)
+                    return _symbolic_size_fake(obs, h, w, frame_channels)
                 value = (h, w)
             op[key] = value
         return _single_op_fake(obs, op, out=out, frame_channels=frame_channels)

@@ -608,7 +608,8 @@ TEST(AugmentKernelEmulated, SecondFamilyStridingGatherAndOneChannel) {
   c.height = 14;
   c.width = 14;
   run(c);
-  // C = 4 (RGBD, frame_channels=4 of the ops): channel 3 takes colour 0 (c % 3).
+  // C = 4 (RGBD, frame_channels=4 of the ops): the kernel's colour per channel
+  // equals the CPU's (whose c % 3 rule tests/python checks against the reference).
   c.frame_channels = 4;
   c.stack = 3;
   run(c);

@@ -4,7 +4,7 @@ and, in a child process with OBSAUG_CPU_AVX2=0, with the baseline loops
 kernels/augment_cpu.cpp runs (vector row gathers of 84- and 100-wide rows,
 the 32x32 transposes of rotate, the pmaddwd grayscale, the blend, the
 streamed float32 conversion of an output past the streaming threshold) and
-random pipelines of both families on odd sizes.
+random pipelines of both families on odd sizes and C = 1 to 4.
 
 ``python cpu_loops_cases.py OUT.pt`` saves {"avx2_loops": ..., "outputs": {name: tensor}}.
 """
@@ -92,17 +92,17 @@ def _random_cases(gen, count=60):
     for i in range(count):
         h = rng.choice([16, 31, 33, 64, 84])
         w = h if rng.random() < 0.6 else rng.choice([17, 40, 84, 97])
-        c = rng.choice([1, 3, 3])
+        c = rng.choice([1, 2, 3, 3, 4])
         stack = rng.choice([1, 3])
         pipe, pool_hw = random_pipeline(rng, h, w, c, rng.randint(1, 5))
         dtype = rng.choice([torch.uint8, torch.float32])
         x = _frames(gen, (rng.choice([1, 5, 12]), stack * c, h, w), dtype)
         pool = _pool(gen, pool_hw, c) if pool_hw else None
         out_dtype = torch.float32 if dtype == torch.uint8 and rng.random() < 0.3 else None
-        cases.append((f"random {i}: {tuple(x.shape)} {dtype} -> {out_dtype} {pipe}",
-                      lambda i=i, x=x, pool=pool, pipe=pipe, out_dtype=out_dtype: ops.augment(
+        cases.append((f"random {i}: {tuple(x.shape)} C = {c} {dtype} -> {out_dtype} {pipe}",
+                      lambda i=i, x=x, c=c, pool=pool, pipe=pipe, out_dtype=out_dtype: ops.augment(
                           x, pool, ops=pipe, seed=SEED, step=STEP + i, out_dtype=out_dtype,
-                          scale=1.0 if out_dtype is None else 0.5)))
+                          scale=1.0 if out_dtype is None else 0.5, frame_channels=c)))
     return cases
 
 

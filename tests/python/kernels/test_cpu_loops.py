@@ -43,7 +43,7 @@ def same_bits(a, b):
 def test_this_process_follows_the_cpu():
     # pytest itself runs without the setting (a CI job exporting it would
     # make the comparison below a comparison of the baseline with itself)
-    assert os.environ.get("OBSAUG_CPU_AVX2") in (None, "1")
+    assert os.environ.get("OBSAUG_CPU_AVX2") in (None, "", "1")
     with open("/proc/cpuinfo") as f:
         has_avx2 = " avx2" in f.read()
     assert HAS_AVX2_LOOPS == has_avx2
@@ -108,7 +108,8 @@ def test_an_unknown_setting_is_refused_before_anything_is_written():
     assert lines[3:] == ["out untouched: True", "cuda ops unaffected: True"], lines
 
 
-@pytest.mark.parametrize("setting, loops", [("1", HAS_AVX2_LOOPS), ("0", False)])
+@pytest.mark.parametrize("setting, loops", [("1", HAS_AVX2_LOOPS), ("", HAS_AVX2_LOOPS),
+                                            ("0", False)])
 def test_the_known_settings(setting, loops):
     run = child(["-c", "import obsaug; print(obsaug._C.cpu_avx2_loops())"], setting)
     assert run.returncode == 0, run.stderr[-4000:]

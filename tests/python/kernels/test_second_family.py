@@ -772,7 +772,9 @@ def test_frame_channels_none_is_the_guess_and_a_pool_must_agree():
                 RO.augment(x, None, ops=CUT, seed=SEED, step=STEP, channels=1))
     raises(ValueError, lambda: ops.augment(x, random_pool(2, 3, 12, 12), ops=CUT, seed=SEED,
                                            step=STEP, frame_channels=1),
-           "the pool has C = 3", "frames have C = 1")
+           "the pool has C = 3", "but frame_channels is 1")
+    raises(ValueError, lambda: ops.grayscale(x, seed=SEED, step=STEP, frame_channels=1),
+           "op 0 (grayscale): needs RGB frames", "got C = 1 (frame_channels)")
 
 
 @pytest.mark.parametrize("value,exc,words", [
@@ -807,9 +809,27 @@ def test_the_torch_ops_refuse_a_negative_frame_channels():
     x = random_obs((2, 6, 8, 8), torch.uint8)
     raises(ValueError, lambda: torch.ops.obsaug.augment(x, None, "op=flip", 0, 0, None, 1.0, 0.0,
                                                         -2),
-           "frame_channels must be C >= 1", "or 0 to infer it, got -2")
+           "frame_channels must be C in [1, 2^31)", "or 0 to infer it, got -2")
     raises(ValueError, lambda: torch.ops.obsaug.cutout(x, 0, 0, frame_channels=-1),
-           "frame_channels must be C >= 1", "got -1")
+           "frame_channels must be C in [1, 2^31)", "got -1")
+
+
+@pytest.mark.parametrize("c", [2**31, 2**32, 2**32 + 3, 2**62])
+def test_a_frame_channels_beyond_int32_is_refused_not_wrapped(c):
+    """C is an int32 in the kernels' descriptor: 2^32 would wrap to 0 (a division by
+    zero), 2^32 + 3 to 3. S*C can be that large through a zero-stride view."""
+    x = torch.zeros(1, 1, 1, 1, dtype=torch.uint8).expand(1, c, 1, 1)
+    for call in (lambda: ops.augment(x, ops=[{"op": "flip", "p": 1.0}], seed=0, step=0,
+                                     frame_channels=c),
+                 lambda: ops.flip(x, seed=0, step=0, p=1.0, frame_channels=c)):
+        raises(ValueError, call, "frame_channels must be C in [1, 2^31)", f"got {c}")
+
+
+def test_a_pool_of_two_to_the_32_channels_is_refused_not_wrapped():
+    pool = torch.zeros(1, 1, 1, 1, dtype=torch.uint8).expand(1, 2**32, 1, 1)
+    x = torch.zeros(1, 1, 1, 1, dtype=torch.uint8).expand(1, 2**32, 1, 1)
+    raises(ValueError, lambda: ops.augment(x, pool, ops=[{"op": "flip"}], seed=0, step=0),
+           "frames of C = 4294967296 channels (the pool's channels)", "C must lie in [1, 2^31)")
 
 
 @needs_engine

@@ -158,6 +158,36 @@ def test_compile_dynamic_batch_and_size():
         assert torch.equal(compiled(x, p), fused(x, p))
 
 
+FRAME_CHANNEL_CALLS = {
+    "augment": lambda x: ops.augment(x, ops=[{"op": "cutout", "fill": "color"}], seed=1, step=2,
+                                     frame_channels=4),
+    "augment_": lambda x: ops.augment(x.clone(), ops=[{"op": "flip"}, {"op": "cutout"}], seed=1,
+                                      step=2, frame_channels=4, inplace=True),
+    "cutout": lambda x: ops.cutout(x, seed=1, step=2, fill="color", frame_channels=4),
+    "translate": lambda x: ops.translate(x, seed=1, step=2, size=x.shape[-1] + 2,
+                                         frame_channels=4),
+}
+
+
+@pytest.mark.parametrize("name", list(FRAME_CHANNEL_CALLS))
+def test_compile_dynamic_with_frame_channels(name):
+    """frame_channels under dynamic=True: the result of the eager call, and an explicit C
+    an op cannot take (grayscale of C = 4) refused at trace time, as with static sizes."""
+    torch._dynamo.reset()
+    call = FRAME_CHANNEL_CALLS[name]
+    compiled = torch.compile(call, fullgraph=True, backend=BACKEND, dynamic=True)
+    for b, hw in ((3, 12), (5, 16)):
+        x = random_obs((b, 12, hw, hw), torch.uint8, seed=b)
+        assert torch.equal(compiled(x), call(x))
+    gray = torch.compile(lambda x: ops.augment(x, ops=[{"op": "shift"}, {"op": "grayscale"}],
+                                               seed=1, step=2, frame_channels=4),
+                         fullgraph=True, backend="eager", dynamic=True)
+    with pytest.raises(torch._dynamo.exc.TorchRuntimeError) as info:
+        gray(random_obs((3, 12, 12, 12), torch.uint8))
+    assert "op 1 (grayscale): needs RGB frames" in str(info.value)
+    assert "got C = 4 (frame_channels)" in str(info.value)
+
+
 def test_compile_dynamic_with_default_and_changing_floats():
     """Under dynamic=True (and for a float that changes between calls) torch.compile
     hands the wrappers symbolic floats: defaults and arguments alike reach the op."""
