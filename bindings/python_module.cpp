@@ -49,8 +49,8 @@ PYBIND11_MODULE(_C, m) {
         return obsaug::cpu_avx2_loops();
       },
       "Whether the CPU ops run their hand-written AVX2 loops: the CPU has AVX2 and "
-      "OBSAUG_CPU_AVX2 (read when the library loaded) is unset or 1; 0 runs the baseline loops, "
-      "which write the same bits.");
+      "OBSAUG_CPU_AVX2 (read when the library loaded) is unset, empty or 1; 0 runs the baseline "
+      "loops, which write the same bits.");
   obsaug::python::bind_schema(m);
   obsaug::python::bind_float_math(m);
   // Built with OBSAUG_REQUIRE_ALL: every component below is present (the
