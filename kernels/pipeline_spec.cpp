@@ -324,10 +324,6 @@ void set_jitter_part(OpDesc* op, JitterPart part, double x) {
   op->jitter_span[part] = static_cast<float>(hi - lo);
 }
 
-}  // namespace
-
-namespace {
-
 // Op k mixes channels: C must be 3.
 void check_rgb_frames(size_t k, const OpSpec& spec, const FrameGeometry& g) {
   if (!spec.schema().needs.mixes_channels || g.frame_channels == 3) return;
