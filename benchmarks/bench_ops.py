@@ -101,10 +101,11 @@ OBSAUG_OPS = [{"op": "shift", "pad": PAD}, {"op": "overlay", "alpha": ALPHA}]
 # DMControl-GB's random_shift (view_as_windows crop, offsets 0..7 for pad 4) and
 # DrQ-v2's RandomShiftsAug live in benchmarks/baselines.py.
 
-def eager_random_overlay(x, pool, alpha=ALPHA):
+def eager_random_overlay(x, pool, alpha=None):
     """DMControl-GB random_overlay with the Places DataLoader replaced by a pool
     preloaded on the device (uint8 [P, C, H, W]): pick one random image per
     sample, repeat it over the S stacked frames, blend in float, back to uint8."""
+    alpha = ALPHA if alpha is None else alpha
     idx = torch.randint(0, pool.size(0), (x.size(0),), device=pool.device)
     imgs = pool.index_select(0, idx).float().div_(255.)
     imgs = imgs.repeat(1, x.size(1) // pool.size(1), 1, 1)
@@ -382,6 +383,7 @@ def print_summary(rows: List[Dict]) -> None:
                 thread_cells)
 
 def main(argv=None) -> int:
+    global ALPHA, OBSAUG_OPS
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", nargs="+", default=None,
@@ -401,10 +403,15 @@ def main(argv=None) -> int:
                    help="torch.set_num_threads; several values (e.g. 1 2) add in-place and "
                         "copy rows at each count, measured in the same rounds, the rest at "
                         "the first")
+    p.add_argument("--alpha", type=float, default=ALPHA,
+                   help="the overlay's alpha, obsaug's and eager's (default 0.5, DMControl-GB's; "
+                        "obsaug blends at 0.5 with one pavgb, at other weights by 16-bit lanes)")
     p.add_argument("--kornia", choices=["auto", "on", "off"], default="auto",
                    help="the DrQ kornia RandomCrop row: auto = on CUDA only (on the CPU it "
                         "takes seconds per call at B=1024), on, off")
     args = harness.parse_args(p, argv)
+    ALPHA = args.alpha
+    OBSAUG_OPS = [{"op": "shift", "pad": PAD}, {"op": "overlay", "alpha": ALPHA}]
 
     if args.threads:
         torch.set_num_threads(args.threads[0])

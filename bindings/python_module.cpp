@@ -42,15 +42,15 @@ PYBIND11_MODULE(_C, m) {
   m.attr("built_with_cuda") = false;
 #endif
   m.def(
-      "cpu_avx2_loops",
+      "cpu_loops",
       [] {
         const std::string problem = obsaug::cpu_loops_setting_problem();
         TORCH_CHECK_VALUE(problem.empty(), problem);
-        return obsaug::cpu_avx2_loops();
+        return std::string(obsaug::cpu_loops_name(obsaug::cpu_loops()));
       },
-      "Whether the CPU ops run their hand-written AVX2 loops: the CPU has AVX2 and "
-      "OBSAUG_CPU_AVX2 (read when the library loaded) is unset, empty or 1; 0 runs the baseline "
-      "loops, which write the same bits.");
+      "Which of the CPU ops' hand-written loops run: 'avx512', 'avx2' or 'baseline', the widest "
+      "the CPU has, capped by OBSAUG_CPU_LOOPS (read when the library loaded). Every set writes "
+      "the same bits.");
   obsaug::python::bind_schema(m);
   obsaug::python::bind_float_math(m);
   // Built with OBSAUG_REQUIRE_ALL: every component below is present (the

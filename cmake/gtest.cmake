@@ -14,9 +14,9 @@
 #     without ASLR).
 #   - LABELS: ctest labels of every test of the binary (ctest -L <label>).
 #   - BASELINE_LOOPS_TOO: every test is registered a second time, named
-#     baseline_loops.<test>, run with OBSAUG_CPU_AVX2=0, so that the CPU
-#     ops' baseline loops (kernels/augment_cpu.h) are tested on hosts with
-#     AVX2 too; label baseline_loops (only: not the binary's LABELS).
+#     baseline_loops.<test>, run with OBSAUG_CPU_LOOPS=baseline, so that the
+#     CPU ops' baseline loops (kernels/augment_cpu.h) are tested on hosts
+#     with AVX2 too; label baseline_loops (only: not the binary's LABELS).
 include(GoogleTest)
 
 function(obsaug_add_gtest name)
@@ -40,7 +40,7 @@ function(obsaug_add_gtest name)
     if(ARG_BASELINE_LOOPS_TOO)
       # one label: a list would reach set_tests_properties split in two
       gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 TEST_PREFIX "baseline_loops."
-                           PROPERTIES ENVIRONMENT "OBSAUG_CPU_AVX2=0" LABELS baseline_loops)
+                           PROPERTIES ENVIRONMENT "OBSAUG_CPU_LOOPS=baseline" LABELS baseline_loops)
     endif()
   endif()
 endfunction()

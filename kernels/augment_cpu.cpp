@@ -18,6 +18,7 @@
 #include "kernels/augment_cpu.h"
 
 #include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -138,32 +139,47 @@ void runs_of(const std::vector<int32_t>& coords, std::vector<Run>* runs) {
   }
 }
 
-// OBSAUG_CPU_AVX2 as the library found it when it loaded, copied (a later
+// OBSAUG_CPU_LOOPS as the library found it when it loaded, copied (a later
 // setenv changes nothing) into trivially destructible storage (ops may run
 // while the process exits).
-struct Avx2Setting {
-  enum Kind { kFollowTheCpu, kOff, kUnknown } kind = kFollowTheCpu;
-  char text[64] = {};  // kUnknown: the value, cut to 63 bytes
+struct LoopsSetting {
+  bool known = true;
+  CpuLoops cap = CpuLoops::kAvx512;  // the widest set the setting allows
+  char text[64] = {};                // !known: the value, cut to 63 bytes
 };
 
-const Avx2Setting kAvx2Setting = [] {
-  Avx2Setting setting;
-  const char* value = std::getenv("OBSAUG_CPU_AVX2");
-  if (value == nullptr || value[0] == '\0' || std::strcmp(value, "1") == 0) return setting;
-  if (std::strcmp(value, "0") == 0) {
-    setting.kind = Avx2Setting::kOff;
-    return setting;
+const LoopsSetting kLoopsSetting = [] {
+  LoopsSetting setting;
+  const char* value = std::getenv("OBSAUG_CPU_LOOPS");
+  if (value == nullptr || value[0] == '\0') return setting;
+  for (const CpuLoops loops : {CpuLoops::kBaseline, CpuLoops::kAvx2, CpuLoops::kAvx512}) {
+    if (std::strcmp(value, cpu_loops_name(loops)) == 0) {
+      setting.cap = loops;
+      return setting;
+    }
   }
-  setting.kind = Avx2Setting::kUnknown;
+  setting.known = false;
   std::strncpy(setting.text, value, sizeof(setting.text) - 1);
   return setting;
 }();
 
-// Whether the hand-written AVX2 loops below run (cpu_avx2_loops() in the header).
-const bool kHasAvx2 = [] {
-  __builtin_cpu_init();  // this initialiser may run before libgcc's own
-  return kAvx2Setting.kind == Avx2Setting::kFollowTheCpu && __builtin_cpu_supports("avx2") != 0;
-}();
+}  // namespace
+
+// AVX-512 needs its F and BW parts (byte lanes), which GCC reports only where
+// the OS saves the 512-bit registers.
+CpuLoops widest_cpu_loops() {
+  __builtin_cpu_init();  // this may run from a static initialiser, before libgcc's own
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+    return CpuLoops::kAvx512;
+  return __builtin_cpu_supports("avx2") ? CpuLoops::kAvx2 : CpuLoops::kBaseline;
+}
+
+namespace {
+
+// The loops that run (cpu_loops() in the header); an unknown setting runs no
+// CPU op (cpu_loops_setting_problem), so what it leaves here does not matter.
+const CpuLoops kLoops = std::min(widest_cpu_loops(), kLoopsSetting.cap);
+const bool kHasAvx2 = kLoops >= CpuLoops::kAvx2;
 
 // The common column shape [repeat][copy or mirrored copy][repeat] (any chain
 // of shifts, crops, flips and translates), as plain values so the row loop keeps them in registers.
@@ -856,12 +872,25 @@ OBSAUG_CLONES void blend_span(T* __restrict v, const uint8_t* __restrict d, int6
   for (int64_t x = 0; x < n; ++x) v[x] = blend(v[x], d[x], weight);
 }
 
-// uint8 blend with AVX2, an exact rewrite of blend() in pipeline.h:
+// The uint8 blend, vectorized: an exact rewrite of blend() in pipeline.h,
 //   (x*(256-w) + d*w + 128) >> 8 == x + floor(((d-x)*w + 128) / 256)
 //                                == x + mulhrs(d - x, w << 7)   for w <= 255,
-// because mulhrs(a, b) = (a*b + 2^14) >> 15 with a 32-bit product. w == 256
-// is the distractor itself. tests/kernels/test_augment.cpp checks every
-// (x, d, w) against blend().
+// because mulhrs(a, b) = (a*b + 2^14) >> 15 with a 32-bit product; at w ==
+// 128 it is (x + d + 1) >> 1, one pavgb; w == 256 is the distractor itself.
+// The bytes widen to 16-bit lanes by unpacking with zero inside each 128-bit
+// lane, which packus undoes in the same order. tests/kernels/test_augment.cpp
+// checks every (x, d, w) against blend() with each set of loops the CPU has.
+__attribute__((target("avx2"))) inline __m256i blend_32(__m256i x, __m256i d, __m256i w) {
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i x_lo = _mm256_unpacklo_epi8(x, zero);
+  const __m256i x_hi = _mm256_unpackhi_epi8(x, zero);
+  const __m256i d_lo = _mm256_unpacklo_epi8(d, zero);
+  const __m256i d_hi = _mm256_unpackhi_epi8(d, zero);
+  return _mm256_packus_epi16(
+      _mm256_add_epi16(x_lo, _mm256_mulhrs_epi16(_mm256_sub_epi16(d_lo, x_lo), w)),
+      _mm256_add_epi16(x_hi, _mm256_mulhrs_epi16(_mm256_sub_epi16(d_hi, x_hi), w)));
+}
+
 __attribute__((target("avx2"))) void blend_bytes_avx2(uint8_t* __restrict v,
                                                       const uint8_t* __restrict d, int64_t n,
                                                       uint32_t weight) {
@@ -870,7 +899,7 @@ __attribute__((target("avx2"))) void blend_bytes_avx2(uint8_t* __restrict v,
     return;
   }
   int64_t i = 0;
-  if (weight == kWeightOne / 2) {  // (128 x + 128 d + 128) >> 8 == (x + d + 1) >> 1, pavgb
+  if (weight == kWeightOne / 2) {
     for (; i + 32 <= n; i += 32) {
       const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i));
       const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d + i));
@@ -882,35 +911,86 @@ __attribute__((target("avx2"))) void blend_bytes_avx2(uint8_t* __restrict v,
       _mm_storeu_si128(reinterpret_cast<__m128i*>(v + i), _mm_avg_epu8(x, y));
       i += 16;
     }
-  }
-  const __m256i w = _mm256_set1_epi16(static_cast<int16_t>(weight << 7));
-  for (; i + 32 <= n; i += 32) {
-    const __m256i x_lo =
-        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i)));
-    const __m256i x_hi =
-        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i + 16)));
-    const __m256i d_lo =
-        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + i)));
-    const __m256i d_hi =
-        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + i + 16)));
-    const __m256i r_lo =
-        _mm256_add_epi16(x_lo, _mm256_mulhrs_epi16(_mm256_sub_epi16(d_lo, x_lo), w));
-    const __m256i r_hi =
-        _mm256_add_epi16(x_hi, _mm256_mulhrs_epi16(_mm256_sub_epi16(d_hi, x_hi), w));
-    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi16(r_lo, r_hi), 0xD8);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + i), packed);
+  } else {
+    const __m256i w = _mm256_set1_epi16(static_cast<int16_t>(weight << 7));
+    for (; i + 32 <= n; i += 32) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i));
+      const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(d + i));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + i), blend_32(x, y, w));
+    }
   }
   for (; i < n; ++i) v[i] = blend(v[i], d[i], weight);
+}
+
+// The same with AVX-512 (its F and BW parts), 64 bytes a step.
+#define OBSAUG_AVX512 __attribute__((target("avx512f,avx512bw")))
+
+OBSAUG_AVX512 inline __m512i blend_64(__m512i x, __m512i d, __m512i w) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i x_lo = _mm512_unpacklo_epi8(x, zero);
+  const __m512i x_hi = _mm512_unpackhi_epi8(x, zero);
+  const __m512i d_lo = _mm512_unpacklo_epi8(d, zero);
+  const __m512i d_hi = _mm512_unpackhi_epi8(d, zero);
+  return _mm512_packus_epi16(
+      _mm512_add_epi16(x_lo, _mm512_mulhrs_epi16(_mm512_sub_epi16(d_lo, x_lo), w)),
+      _mm512_add_epi16(x_hi, _mm512_mulhrs_epi16(_mm512_sub_epi16(d_hi, x_hi), w)));
+}
+
+// The first n (< 64) bytes at v, by masked loads and stores: the bytes past n
+// are neither read (a masked-off byte does not fault) nor written.
+OBSAUG_AVX512 inline void blend_masked_64(uint8_t* v, const uint8_t* d, int64_t n, __m512i w,
+                                          bool half) {
+  const __mmask64 mask = (uint64_t{1} << n) - 1;
+  const __m512i x = _mm512_maskz_loadu_epi8(mask, v);
+  const __m512i y = _mm512_maskz_loadu_epi8(mask, d);
+  _mm512_mask_storeu_epi8(v, mask, half ? _mm512_avg_epu8(x, y) : blend_64(x, y, w));
+}
+
+// The stores are aligned to 64 bytes, the bytes before the first aligned one
+// and the tail masked: an unaligned 64-byte store always writes two cache
+// lines, and with them the blend of an 84 x 84 plane in the L1 cache took
+// 1.2-1.35x as long (BENCHMARKS.md, "An AVX-512 blend").
+OBSAUG_AVX512 void blend_bytes_avx512(uint8_t* __restrict v, const uint8_t* __restrict d, int64_t n,
+                                      uint32_t weight) {
+  if (weight == kWeightOne) {
+    copy_plane_bytes(v, d, static_cast<size_t>(n));
+    return;
+  }
+  const bool half = weight == kWeightOne / 2;
+  const __m512i w = _mm512_set1_epi16(static_cast<int16_t>(weight << 7));
+  int64_t i = std::min<int64_t>(n, (64 - reinterpret_cast<uintptr_t>(v) % 64) % 64);
+  if (i > 0) blend_masked_64(v, d, i, w, half);
+  if (half) {
+    for (; i + 64 <= n; i += 64) {
+      const __m512i x = _mm512_load_si512(v + i);
+      _mm512_store_si512(v + i, _mm512_avg_epu8(x, _mm512_loadu_si512(d + i)));
+    }
+  } else {
+    for (; i + 64 <= n; i += 64) {
+      const __m512i x = _mm512_load_si512(v + i);
+      _mm512_store_si512(v + i, blend_64(x, _mm512_loadu_si512(d + i), w));
+    }
+  }
+  if (i < n) blend_masked_64(v + i, d + i, n - i, w, half);
+}
+
+#undef OBSAUG_AVX512
+
+void blend_bytes_with(CpuLoops loops, uint8_t* __restrict v, const uint8_t* __restrict d, int64_t n,
+                      uint32_t weight) {
+  if (loops == CpuLoops::kAvx512) {
+    blend_bytes_avx512(v, d, n, weight);
+  } else if (loops == CpuLoops::kAvx2) {
+    blend_bytes_avx2(v, d, n, weight);
+  } else {
+    for (int64_t x = 0; x < n; ++x) v[x] = blend(v[x], d[x], weight);
+  }
 }
 
 template <>
 void blend_span<uint8_t>(uint8_t* __restrict v, const uint8_t* __restrict d, int64_t n,
                          uint32_t weight) {
-  if (kHasAvx2) {
-    blend_bytes_avx2(v, d, n, weight);
-    return;
-  }
-  for (int64_t x = 0; x < n; ++x) v[x] = blend(v[x], d[x], weight);
+  blend_bytes_with(kLoops, v, d, n, weight);
 }
 
 template <typename In, typename Out>
@@ -1764,17 +1844,32 @@ void augment_cpu(const PipelineDesc& p, const AugmentBuffers<In, Out>& buf) {
   });
 }
 
-std::string cpu_loops_setting_problem() {
-  if (kAvx2Setting.kind != Avx2Setting::kUnknown) return "";
-  return std::string("the environment variable OBSAUG_CPU_AVX2 is '") + kAvx2Setting.text +
-         "'; set it to 0 (the baseline CPU loops), 1 (AVX2 where the CPU has it, the "
-         "default) or leave it unset, then restart the process";
+const char* cpu_loops_name(CpuLoops loops) {
+  switch (loops) {
+    case CpuLoops::kBaseline:
+      return "baseline";
+    case CpuLoops::kAvx2:
+      return "avx2";
+    case CpuLoops::kAvx512:
+      return "avx512";
+  }
+  return "?";
 }
 
-bool cpu_avx2_loops() { return kHasAvx2; }
+std::string cpu_loops_setting_problem() {
+  if (kLoopsSetting.known) return "";
+  return std::string("the environment variable OBSAUG_CPU_LOOPS is '") + kLoopsSetting.text +
+         "'; set it to baseline, avx2 or avx512 (the widest loops the CPU ops may use, where "
+         "the CPU has them) or leave it unset (the widest the CPU has), then restart the "
+         "process";
+}
 
-void blend_bytes(uint8_t* v, const uint8_t* d, int64_t n, uint32_t weight) {
-  blend_span(v, d, n, weight);
+CpuLoops cpu_loops() { return kLoops; }
+
+void blend_bytes(uint8_t* v, const uint8_t* d, int64_t n, uint32_t weight, CpuLoops loops) {
+  TORCH_CHECK(loops <= widest_cpu_loops(), "blend_bytes: this CPU has no ", cpu_loops_name(loops),
+              " loops");
+  blend_bytes_with(loops, v, d, n, weight);
 }
 
 void gray_bytes(uint8_t* r, uint8_t* g, uint8_t* b, int64_t n) { gray_planes(r, g, b, n); }

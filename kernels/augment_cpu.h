@@ -108,24 +108,33 @@ void trace_axis_all(const PipelineDesc& p, const OpDraw* draws, int axis, int32_
 void trace_axis_all(const PipelineDesc& p, const OpDraw* draws, int axis, int32_t n,
                     AxisTrace* traces);
 
-// Whether the hand-written AVX2 loops run: the CPU has AVX2 and the
-// environment variable OBSAUG_CPU_AVX2, read once when the library loads, is
-// unset, empty or 1. With 0 the baseline loops run instead; they write the same bits
-// (the tests run every CPU op both ways). The compiler's AVX2 clones
+// The CPU ops' hand-written loops come in sets that write the same bits:
+// baseline (any x86-64), AVX2 (row gathers, the blend, grayscale, rotate's
+// transposes, the streamed float32 conversion) and AVX-512 (the blend, on
+// the F and BW parts; the rest stays AVX2). The widest set the CPU has runs,
+// capped by the environment variable OBSAUG_CPU_LOOPS, read once when the
+// library loads: baseline, avx2 or avx512 (unset or empty: no cap), so that
+// the tests run every CPU op with each set. The compiler's AVX2 clones
 // (kernels/cpu_clones.h) follow the CPU alone.
-bool cpu_avx2_loops();
+enum class CpuLoops { kBaseline, kAvx2, kAvx512 };
+CpuLoops cpu_loops();                        // the set that runs
+CpuLoops widest_cpu_loops();                 // the widest set this CPU has, whatever the setting
+const char* cpu_loops_name(CpuLoops loops);  // "baseline", "avx2", "avx512"
 
-// "" when OBSAUG_CPU_AVX2 is unset, empty, 0 or 1; else what is wrong with it and
-// what would be right (the CPU ops refuse to run: kernels/input_checks.h).
+// "" when OBSAUG_CPU_LOOPS is unset, empty or one of the names above; else what
+// is wrong with it and what would be right (the CPU ops refuse to run:
+// kernels/input_checks.h).
 std::string cpu_loops_setting_problem();
 
-// v[i] = blend(v[i], d[i], weight) for i < n, with the CPU's widest exact
-// implementation (AVX2 when available). Exposed so tests can check it
-// exhaustively against blend() in pipeline.h.
-void blend_bytes(uint8_t* v, const uint8_t* d, int64_t n, uint32_t weight);
+// v[i] = blend(v[i], d[i], weight) for i < n with the set `loops` (the CPU
+// must have it, whatever the setting: c10::Error otherwise), as the ops run
+// it. Exposed so tests can check each set exhaustively against blend() in
+// pipeline.h.
+void blend_bytes(uint8_t* v, const uint8_t* d, int64_t n, uint32_t weight, CpuLoops loops);
 
-// r[i] = g[i] = b[i] = grayscale_value(r[i], g[i], b[i]) for i < n, the
-// same way (AVX2 when available); exposed for the same exhaustive check.
+// r[i] = g[i] = b[i] = grayscale_value(r[i], g[i], b[i]) for i < n, as the
+// ops run it (AVX2 with the AVX2 or AVX-512 set); exposed for the same
+// exhaustive check.
 void gray_bytes(uint8_t* r, uint8_t* g, uint8_t* b, int64_t n);
 
 // Runs `p` on every plane, multi-threaded with at::parallel_for: pipelines

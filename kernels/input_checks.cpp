@@ -16,7 +16,7 @@ bool on_one_of(const c10::Device& device, Devices devices) {
   return device.is_cpu() || device.is_cuda() || (devices == Devices::kOrMeta && device.is_meta());
 }
 
-// The CPU loops refuse a setting of OBSAUG_CPU_AVX2 they do not know, rather
+// The CPU loops refuse a setting of OBSAUG_CPU_LOOPS they do not know, rather
 // than guess what it meant.
 void check_cpu_loops_setting(const c10::Device& device) {
   if (!device.is_cpu()) return;

@@ -22,7 +22,7 @@ struct OutputOptions;
 enum class Devices { kCpuOrCuda, kOrMeta };
 
 // obs: uint8 or float32, 4 dims [B, S*C, H, W], on one of `devices`; on the
-// CPU, OBSAUG_CPU_AVX2 set to a value the CPU loops know (kernels/augment_cpu.h).
+// CPU, OBSAUG_CPU_LOOPS set to a value the CPU loops know (kernels/augment_cpu.h).
 void check_obs(const at::Tensor& obs, Devices devices = Devices::kCpuOrCuda);
 // storage of gather_augment: uint8 or float32 frames [N, C, H, W], on one of
 // `devices`; on the CPU, the same setting checked.

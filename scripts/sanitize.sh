@@ -3,7 +3,7 @@
 # its own package folder (the development build is left alone), no CUDA:
 #   asan   every C++ test binary under AddressSanitizer + UndefinedBehaviorSanitizer
 #          (build-asan/, -DOBSAUG_ASAN=ON); the ops' tests (obsaug_tests) once
-#          more with OBSAUG_CPU_AVX2=0, on the CPU's baseline loops
+#          more with OBSAUG_CPU_LOOPS=baseline, on the CPU's baseline loops
 #   tsan   the threaded components under ThreadSanitizer: the distractor pool,
 #          the engine (threads augmenting while the refresh runs) and the
 #          replay tests with the soak (build-tsan/, -DOBSAUG_TSAN=ON)
@@ -69,11 +69,11 @@ for mode in "${modes[@]}"; do
       asan="detect_leaks=0:halt_on_error=1:detect_odr_violation=0:${ASAN_OPTIONS:-}"
       ubsan="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
       ASAN_OPTIONS="$asan" UBSAN_OPTIONS="$ubsan" run_tests "${tests[@]/#/build-asan/}" || status=1
-      # the ops' tests once more on the CPU's baseline loops (README, "The CPU
-      # loops without AVX2"), whose scalar tails the AVX2 run never reaches
+      # the ops' tests once more on the CPU's baseline loops (README, "The
+      # CPU's sets of loops"), whose scalar tails the wider sets never reach
       if [[ " ${tests[*]} " == *" tests/obsaug_tests "* ]]; then
-        echo "-- with OBSAUG_CPU_AVX2=0:"
-        OBSAUG_CPU_AVX2=0 ASAN_OPTIONS="$asan" UBSAN_OPTIONS="$ubsan" \
+        echo "-- with OBSAUG_CPU_LOOPS=baseline:"
+        OBSAUG_CPU_LOOPS=baseline ASAN_OPTIONS="$asan" UBSAN_OPTIONS="$ubsan" \
           run_tests build-asan/tests/obsaug_tests || status=1
       fi
       ;;

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <initializer_list>
 #include <random>
@@ -1215,32 +1216,47 @@ TEST(TraceAxisAll, EqualsTraceAxisForEveryCoordinate) {
   EXPECT_GT(swapped, 1000);
 }
 
-// The vectorized uint8 blend (AVX2 where the CPU has it; pavgb at w = 128)
-// is an algebraic rewrite of blend(); check it on every (x, d, w), at every
-// offset mod 32, and at lengths 65536 + extra, extra = w % 48 and 31, so the
-// 32-byte body, the 16-byte step and the scalar tail all run for every w.
+// The vectorized uint8 blends (AVX2, AVX-512; pavgb at w = 128) are
+// algebraic rewrites of blend(); check each set the CPU has on every
+// (x, d, w), at offsets that put the destination at every position of a
+// 64-byte line (where the AVX-512 loop's masked head ends), and at lengths
+// 65536 + extra, extra = w % 48 and 31 (AVX2: the 32-byte body, the 16-byte
+// step and the scalar tail; AVX-512: masked tails of every length), w % 64
+// and 63 (AVX-512: planes that are only a masked head).
 TEST(BlendBytes, MatchesBlendForEveryInput) {
   constexpr int64_t kPairs = 65536;
-  std::vector<uint8_t> x(kPairs + 47), d(kPairs + 47), v, dd;
-  for (int64_t i = 0; i < kPairs + 47; ++i) {
+  std::vector<uint8_t> x(kPairs + 64), d(kPairs + 64), v, dd;
+  for (int64_t i = 0; i < kPairs + 64; ++i) {
     x[i] = static_cast<uint8_t>(i & 255);
     d[i] = static_cast<uint8_t>((i >> 8) & 255);
   }
-  for (uint32_t w = 0; w <= kWeightOne; ++w) {
-    const int64_t offset = w % 32;
-    for (const int64_t extra : {static_cast<int64_t>(w % 48), int64_t{31}}) {
-      const int64_t n = kPairs + extra;
-      v.assign(x.size() + 32, 0);
-      std::copy(x.begin(), x.begin() + n, v.begin() + offset);
-      dd.assign(d.size() + 32, 0);
-      std::copy(d.begin(), d.begin() + n, dd.begin() + offset);
-      blend_bytes(v.data() + offset, dd.data() + offset, n, w);
-      for (int64_t i = 0; i < n; ++i) {
-        ASSERT_EQ(v[offset + i], blend(x[i], d[i], w))
-            << "x=" << int(x[i]) << " d=" << int(d[i]) << " w=" << w << " n=" << n;
+  for (const CpuLoops loops : {CpuLoops::kBaseline, CpuLoops::kAvx2, CpuLoops::kAvx512}) {
+    if (loops > widest_cpu_loops()) {
+      uint8_t byte = 0;
+      EXPECT_THROW(blend_bytes(&byte, &byte, 1, 0, loops), c10::Error) << cpu_loops_name(loops);
+      continue;
+    }
+    for (uint32_t w = 0; w <= kWeightOne; ++w) {
+      for (const int64_t n : {kPairs + w % 48, kPairs + 31, int64_t{w % 64}, int64_t{63}}) {
+        v.assign(x.size() + 128, 0);
+        dd.assign(d.size() + 128, 0);
+        // the destination at byte (w * 7) % 64 of a line, the distractor elsewhere
+        const int64_t offset = (64 - reinterpret_cast<uintptr_t>(v.data()) % 64 + w * 7) % 64;
+        const int64_t d_offset = (offset + w) % 64;
+        std::copy(x.begin(), x.begin() + n, v.begin() + offset);
+        std::copy(d.begin(), d.begin() + n, dd.begin() + d_offset);
+        blend_bytes(v.data() + offset, dd.data() + d_offset, n, w, loops);
+        for (int64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(v[offset + i], blend(x[i], d[i], w))
+              << cpu_loops_name(loops) << " x=" << int(x[i]) << " d=" << int(d[i]) << " w=" << w
+              << " n=" << n;
+        }
+        for (int64_t i = 0; i < static_cast<int64_t>(v.size()); ++i) {
+          if (i >= offset && i < offset + n) continue;
+          ASSERT_EQ(v[i], 0) << cpu_loops_name(loops) << " wrote outside its " << n
+                             << " bytes, w=" << w;
+        }
       }
-      for (int64_t i = offset + n; i < static_cast<int64_t>(v.size()); ++i)
-        ASSERT_EQ(v[i], 0) << "blend_bytes wrote past its " << n << " bytes, w=" << w;
     }
   }
 }
@@ -1269,18 +1285,31 @@ TEST(GrayBytes, MatchesGrayscaleValueForEveryInput) {
 }
 
 // ctest runs this binary twice: as it is, and as baseline_loops.* with
-// OBSAUG_CPU_AVX2=0 (cmake/gtest.cmake). The second run is worth having only
-// if the CPU ops then take their baseline loops; this says they do, and that
-// without the setting they follow the CPU.
+// OBSAUG_CPU_LOOPS=baseline (cmake/gtest.cmake). The second run is worth
+// having only if the CPU ops then take their baseline loops; this says they
+// do, and that without the setting they take the widest the CPU has.
 TEST(CpuLoops, FollowTheSettingAndTheCpu) {
   ASSERT_EQ(cpu_loops_setting_problem(), "");
-  const char* setting = std::getenv("OBSAUG_CPU_AVX2");
-  if (setting != nullptr && std::string(setting) == "0") {
-    EXPECT_FALSE(cpu_avx2_loops());
+  const char* setting = std::getenv("OBSAUG_CPU_LOOPS");
+  if (setting != nullptr && std::string(setting) == "baseline") {
+    EXPECT_EQ(cpu_loops(), CpuLoops::kBaseline);
   } else {
-    __builtin_cpu_init();
-    EXPECT_EQ(cpu_avx2_loops(), __builtin_cpu_supports("avx2") != 0);
+    ASSERT_TRUE(setting == nullptr || setting[0] == '\0') << "unexpected setting " << setting;
+    EXPECT_EQ(cpu_loops(), widest_cpu_loops()) << cpu_loops_name(cpu_loops());
   }
+  // what the CPU has, read from /proc/cpuinfo rather than as the library reads it
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line) && line.rfind("flags", 0) != 0) {
+  }
+  ASSERT_EQ(line.rfind("flags", 0), 0u) << "no flags line in /proc/cpuinfo";
+  const auto has = [&](const std::string& flag) {
+    return (line + " ").find(" " + flag + " ") != std::string::npos;
+  };
+  const CpuLoops widest = has("avx512f") && has("avx512bw") ? CpuLoops::kAvx512
+                          : has("avx2")                     ? CpuLoops::kAvx2
+                                                            : CpuLoops::kBaseline;
+  EXPECT_EQ(widest_cpu_loops(), widest) << cpu_loops_name(widest_cpu_loops());
 }
 
 }  // namespace

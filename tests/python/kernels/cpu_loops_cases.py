@@ -1,12 +1,14 @@
-"""The CPU op calls test_cpu_loops.py runs with the hand-written AVX2 loops
-and, in a child process with OBSAUG_CPU_AVX2=0, with the baseline loops
-(kernels/augment_cpu.h): sizes where every AVX2 path of
+"""The CPU op calls test_cpu_loops.py runs with the widest hand-written
+loops the CPU has and, in child processes with OBSAUG_CPU_LOOPS, with each
+narrower set (kernels/augment_cpu.h): sizes where every AVX2 path of
 kernels/augment_cpu.cpp runs (vector row gathers of 84- and 100-wide rows,
 the 32x32 transposes of rotate, the pmaddwd grayscale, the blend, the
-streamed float32 conversion of an output past the streaming threshold) and
-random pipelines of both families on odd sizes and C = 1 to 4.
+streamed float32 conversion of an output past the streaming threshold), the
+blend's weights (pavgb at alpha 0.5, per-sample and per-frame weights, 0 and
+1) on whole planes and by rows, and random pipelines of both families on odd
+sizes and C = 1 to 4.
 
-``python cpu_loops_cases.py OUT.pt`` saves {"avx2_loops": ..., "outputs": {name: tensor}}.
+``python cpu_loops_cases.py OUT.pt`` saves {"loops": name, "outputs": {name: tensor}}.
 """
 import os
 import random
@@ -56,6 +58,13 @@ def _fixed_cases(gen):
         ("u8 shift+overlay in place", lambda: ops.augment(x84.clone(), pool84, ops=drq, seed=SEED,
                                                           step=STEP, inplace=True)),
         ("u8 shift+overlay out", lambda: ops.augment(x84, pool84, ops=drq, seed=SEED, step=STEP)),
+        ("u8 shift+overlay alpha range per frame in place", lambda: ops.augment(
+            x84.clone(), pool84, ops=[{"op": "shift", "pad": 4}, {
+                "op": "overlay", "alpha": 0.1, "alpha_max": 0.9, "per_frame": True}],
+            seed=SEED, step=STEP, inplace=True)),
+        ("u8 overlay alpha 1 then 0 then 0.3", lambda: ops.augment(
+            x84, pool84, ops=[{"op": "overlay", "alpha": a} for a in (1.0, 0.0, 0.3)],
+            seed=SEED, step=STEP)),
         ("f32 shift+overlay out", lambda: ops.augment(f84, pool84, ops=drq, seed=SEED, step=STEP)),
         ("u8 shift zeros", lambda: ops.shift(x84, seed=SEED, step=STEP, pad=4, padding="zeros")),
         ("u8 rad 100 -> 84", lambda: ops.augment(x100, ops=rad, seed=SEED, step=STEP)),
@@ -113,4 +122,4 @@ def outputs():
 
 
 if __name__ == "__main__":
-    torch.save({"avx2_loops": obsaug._C.cpu_avx2_loops(), "outputs": outputs()}, sys.argv[1])
+    torch.save({"loops": obsaug._C.cpu_loops(), "outputs": outputs()}, sys.argv[1])
