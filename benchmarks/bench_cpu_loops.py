@@ -98,33 +98,31 @@ def main(argv=None) -> int:
           f"[{args.batch}, {args.frames}] uint8, pool 1024, {args.threads} thread(s); "
           f"{args.rounds} children per set, {args.child_rounds} rounds in each\n")
     t_start = time.perf_counter()
-    results = {s: [] for s in sets}
+    children = []
     for r in range(args.rounds):
         for setting in harness.rotated(sets, r):
-            results[setting].append(run_child(args, setting))
+            children.append(run_child(args, setting))
+    return harness.finish(children, env, t_start, args.json,
+                          lambda rows: report(rows, sets, args.alphas))
 
-    def med(setting, key):
-        return statistics.median(res["ms"][key] for res in results[setting])
 
-    def x_copy(setting, key):
-        return statistics.median(res["ms"]["copy"] / res["ms"][key] for res in results[setting])
+def report(children, sets, alphas) -> None:
+    """The table: per set, medians over its children."""
+    def med(setting, value):
+        return statistics.median(value(c["ms"]) for c in children if c["loops"] == setting)
 
-    keys = [f"alpha {a:g}" for a in args.alphas]
+    keys = [f"alpha {a:g}" for a in alphas]
     head = ["loops", "copy ms"] + [f"{k} {col}" for k in keys for col in ("ms", "x copy", "x avx2")]
     rows = []
     for setting in sets:
-        row = [setting, f"{med(setting, 'copy'):.3f}"]
+        row = [setting, f"{med(setting, lambda ms: ms['copy']):.3f}"]
         for k in keys:
-            over_avx2 = med("avx2", k) / med(setting, k) if "avx2" in sets else None
-            row += [f"{med(setting, k):.3f}", f"{x_copy(setting, k):.2f}",
-                    "-" if over_avx2 is None else f"{over_avx2:.2f}x"]
+            t = med(setting, lambda ms: ms[k])
+            x_copy = med(setting, lambda ms: ms["copy"] / ms[k])
+            over_avx2 = f"{med('avx2', lambda ms: ms[k]) / t:.2f}x" if "avx2" in sets else "-"
+            row += [f"{t:.3f}", f"{x_copy:.2f}", over_avx2]
         rows.append(row)
     harness.print_md_table(head, "l" + "r" * (len(head) - 1), rows)
-    print(f"\n(wall time {time.perf_counter() - t_start:.0f} s, load average now "
-          f"{harness.loadavg_str(harness.loadavg())})")
-    if args.json:
-        harness.write_json(args.json, {"env": env, "results": results})
-    return 0
 
 
 if __name__ == "__main__":

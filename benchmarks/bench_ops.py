@@ -12,8 +12,8 @@ frames with a 1-channel pool) and batch size B, it times side by side:
                   write one buffer, the memory traffic of an in-place pass
                   (a copy into another buffer also fetches the destination's
                   lines before writing them); 'x own' of the in-place rows
-  obsaug in place obsaug.ops.augment(obs, pool, ops=[shift pad 4, overlay 0.5],
-                  inplace=True): one fused pass
+  obsaug in place obsaug.ops.augment(obs, pool, ops=[shift pad 4, overlay 0.5
+                  (--alpha)], inplace=True): one fused pass
   obsaug out      the same, out of place (allocates the output each call)
   obsaug out=     the same into a preallocated tensor (out=)
   obsaug reuse    the same through an obsaug.Engine with output.reuse (the
@@ -113,7 +113,7 @@ def eager_random_overlay(x, pool, alpha=None):
 
 
 def eager_shift_overlay(x, pool):
-    """obsaug's pipeline [shift pad 4, overlay 0.5] in eager PyTorch, DMControl-GB
+    """obsaug's pipeline [shift pad 4, overlay ALPHA] in eager PyTorch, DMControl-GB
     style (SVEA: the replay sample is shifted, then overlaid). The shift runs on
     the uint8 batch (F.pad replicate supports uint8 in torch 2.x)."""
     return eager_random_overlay(dmcgb_random_shift(x, PAD), pool)

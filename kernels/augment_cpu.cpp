@@ -142,10 +142,11 @@ void runs_of(const std::vector<int32_t>& coords, std::vector<Run>* runs) {
 // OBSAUG_CPU_LOOPS as the library found it when it loaded, copied (a later
 // setenv changes nothing) into trivially destructible storage (ops may run
 // while the process exits).
+// Before its initialiser has run it reads as zeros: a known setting.
 struct LoopsSetting {
-  bool known = true;
+  bool unknown = false;
   CpuLoops cap = CpuLoops::kAvx512;  // the widest set the setting allows
-  char text[64] = {};                // !known: the value, cut to 63 bytes
+  char text[64] = {};                // unknown: the value, cut to 63 bytes
 };
 
 const LoopsSetting kLoopsSetting = [] {
@@ -158,23 +159,10 @@ const LoopsSetting kLoopsSetting = [] {
       return setting;
     }
   }
-  setting.known = false;
+  setting.unknown = true;
   std::strncpy(setting.text, value, sizeof(setting.text) - 1);
   return setting;
 }();
-
-}  // namespace
-
-// AVX-512 needs its F and BW parts (byte lanes), which GCC reports only where
-// the OS saves the 512-bit registers.
-CpuLoops widest_cpu_loops() {
-  __builtin_cpu_init();  // this may run from a static initialiser, before libgcc's own
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
-    return CpuLoops::kAvx512;
-  return __builtin_cpu_supports("avx2") ? CpuLoops::kAvx2 : CpuLoops::kBaseline;
-}
-
-namespace {
 
 // The loops that run (cpu_loops() in the header); an unknown setting runs no
 // CPU op (cpu_loops_setting_problem), so what it leaves here does not matter.
@@ -894,10 +882,6 @@ __attribute__((target("avx2"))) inline __m256i blend_32(__m256i x, __m256i d, __
 __attribute__((target("avx2"))) void blend_bytes_avx2(uint8_t* __restrict v,
                                                       const uint8_t* __restrict d, int64_t n,
                                                       uint32_t weight) {
-  if (weight == kWeightOne) {
-    copy_plane_bytes(v, d, static_cast<size_t>(n));
-    return;
-  }
   int64_t i = 0;
   if (weight == kWeightOne / 2) {
     for (; i + 32 <= n; i += 32) {
@@ -936,50 +920,50 @@ OBSAUG_AVX512 inline __m512i blend_64(__m512i x, __m512i d, __m512i w) {
       _mm512_add_epi16(x_hi, _mm512_mulhrs_epi16(_mm512_sub_epi16(d_hi, x_hi), w)));
 }
 
+// x blended with d: one pavgb at w == 128 (kHalf), else blend_64.
+template <bool kHalf>
+OBSAUG_AVX512 inline __m512i mix_64(__m512i x, __m512i d, __m512i w) {
+  return kHalf ? _mm512_avg_epu8(x, d) : blend_64(x, d, w);
+}
+
 // The first n (< 64) bytes at v, by masked loads and stores: the bytes past n
 // are neither read (a masked-off byte does not fault) nor written.
-OBSAUG_AVX512 inline void blend_masked_64(uint8_t* v, const uint8_t* d, int64_t n, __m512i w,
-                                          bool half) {
+template <bool kHalf>
+OBSAUG_AVX512 inline void blend_masked_64(uint8_t* v, const uint8_t* d, int64_t n, __m512i w) {
   const __mmask64 mask = (uint64_t{1} << n) - 1;
   const __m512i x = _mm512_maskz_loadu_epi8(mask, v);
-  const __m512i y = _mm512_maskz_loadu_epi8(mask, d);
-  _mm512_mask_storeu_epi8(v, mask, half ? _mm512_avg_epu8(x, y) : blend_64(x, y, w));
+  _mm512_mask_storeu_epi8(v, mask, mix_64<kHalf>(x, _mm512_maskz_loadu_epi8(mask, d), w));
 }
 
 // The stores are aligned to 64 bytes, the bytes before the first aligned one
 // and the tail masked: an unaligned 64-byte store always writes two cache
 // lines, and with them the blend of an 84 x 84 plane in the L1 cache took
-// 1.2-1.35x as long (BENCHMARKS.md, "An AVX-512 blend").
+// 1.2-1.4x as long (BENCHMARKS.md, "An AVX-512 blend").
+template <bool kHalf>
 OBSAUG_AVX512 void blend_bytes_avx512(uint8_t* __restrict v, const uint8_t* __restrict d, int64_t n,
                                       uint32_t weight) {
-  if (weight == kWeightOne) {
-    copy_plane_bytes(v, d, static_cast<size_t>(n));
-    return;
-  }
-  const bool half = weight == kWeightOne / 2;
   const __m512i w = _mm512_set1_epi16(static_cast<int16_t>(weight << 7));
   int64_t i = std::min<int64_t>(n, (64 - reinterpret_cast<uintptr_t>(v) % 64) % 64);
-  if (i > 0) blend_masked_64(v, d, i, w, half);
-  if (half) {
-    for (; i + 64 <= n; i += 64) {
-      const __m512i x = _mm512_load_si512(v + i);
-      _mm512_store_si512(v + i, _mm512_avg_epu8(x, _mm512_loadu_si512(d + i)));
-    }
-  } else {
-    for (; i + 64 <= n; i += 64) {
-      const __m512i x = _mm512_load_si512(v + i);
-      _mm512_store_si512(v + i, blend_64(x, _mm512_loadu_si512(d + i), w));
-    }
+  if (i > 0) blend_masked_64<kHalf>(v, d, i, w);
+  for (; i + 64 <= n; i += 64) {
+    const __m512i x = _mm512_load_si512(v + i);
+    _mm512_store_si512(v + i, mix_64<kHalf>(x, _mm512_loadu_si512(d + i), w));
   }
-  if (i < n) blend_masked_64(v + i, d + i, n - i, w, half);
+  if (i < n) blend_masked_64<kHalf>(v + i, d + i, n - i, w);
 }
 
 #undef OBSAUG_AVX512
 
 void blend_bytes_with(CpuLoops loops, uint8_t* __restrict v, const uint8_t* __restrict d, int64_t n,
                       uint32_t weight) {
-  if (loops == CpuLoops::kAvx512) {
-    blend_bytes_avx512(v, d, n, weight);
+  if (weight == kWeightOne) {  // the distractor itself
+    copy_plane_bytes(v, d, static_cast<size_t>(n));
+  } else if (loops == CpuLoops::kAvx512) {
+    if (weight == kWeightOne / 2) {
+      blend_bytes_avx512<true>(v, d, n, weight);
+    } else {
+      blend_bytes_avx512<false>(v, d, n, weight);
+    }
   } else if (loops == CpuLoops::kAvx2) {
     blend_bytes_avx2(v, d, n, weight);
   } else {
@@ -1856,8 +1840,17 @@ const char* cpu_loops_name(CpuLoops loops) {
   return "?";
 }
 
+// AVX-512 needs its F and BW parts (byte lanes), which GCC reports only where
+// the OS saves the 512-bit registers.
+CpuLoops widest_cpu_loops() {
+  __builtin_cpu_init();  // this may run from a static initialiser, before libgcc's own
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+    return CpuLoops::kAvx512;
+  return __builtin_cpu_supports("avx2") ? CpuLoops::kAvx2 : CpuLoops::kBaseline;
+}
+
 std::string cpu_loops_setting_problem() {
-  if (kLoopsSetting.known) return "";
+  if (!kLoopsSetting.unknown) return "";
   return std::string("the environment variable OBSAUG_CPU_LOOPS is '") + kLoopsSetting.text +
          "'; set it to baseline, avx2 or avx512 (the widest loops the CPU ops may use, where "
          "the CPU has them) or leave it unset (the widest the CPU has), then restart the "

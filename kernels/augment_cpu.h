@@ -114,8 +114,9 @@ void trace_axis_all(const PipelineDesc& p, const OpDraw* draws, int axis, int32_
 // the F and BW parts; the rest stays AVX2). The widest set the CPU has runs,
 // capped by the environment variable OBSAUG_CPU_LOOPS, read once when the
 // library loads: baseline, avx2 or avx512 (unset or empty: no cap), so that
-// the tests run every CPU op with each set. The compiler's AVX2 clones
-// (kernels/cpu_clones.h) follow the CPU alone.
+// tests can run the ops with a narrower set than the host's (and a user can
+// keep 512-bit multiplies off a CPU whose clock they lower). The compiler's
+// AVX2 clones (kernels/cpu_clones.h) follow the CPU alone.
 enum class CpuLoops { kBaseline, kAvx2, kAvx512 };
 CpuLoops cpu_loops();                        // the set that runs
 CpuLoops widest_cpu_loops();                 // the widest set this CPU has, whatever the setting

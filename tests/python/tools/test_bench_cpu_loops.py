@@ -23,12 +23,10 @@ def test_a_short_run_times_every_set_the_cpu_has(tmp_path):
                        capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     sets = SETS[:SETS.index(obsaug._C.cpu_loops()) + 1]
-    results = json.loads(out.read_text())["results"]
-    assert list(results) == sets
-    for setting, children in results.items():
-        assert [c["loops"] for c in children] == [setting, setting]
-        for child in children:
-            assert set(child["ms"]) == {"copy", "alpha 0.5", "alpha 0.25"}
-            assert all(ms > 0 for ms in child["ms"].values())
+    children = json.loads(out.read_text())["results"]
+    assert sorted(c["loops"] for c in children) == sorted(sets * 2)
+    for child in children:
+        assert set(child["ms"]) == {"copy", "alpha 0.5", "alpha 0.25"}
+        assert all(ms > 0 for ms in child["ms"].values())
     table = [line for line in r.stdout.splitlines() if line.startswith("| ")]
     assert [line.split("|")[1].strip() for line in table[1:]] == sets
