@@ -33,6 +33,11 @@ obsaug = harness.import_obsaug()
 SETS = ["baseline", "avx2", "avx512"]
 
 
+def sets_on_this_cpu():
+    """The sets this CPU has, narrowest first (the library runs the last)."""
+    return SETS[:SETS.index(obsaug._C.cpu_loops()) + 1]
+
+
 def measure_child(args) -> dict:
     """This process's set: {"loops": name, "ms": {method: median ms}}."""
     torch.set_num_threads(args.threads)
@@ -93,7 +98,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     env = harness.environment(batch=args.batch, frames=args.frames)
     harness.print_header(env)
-    sets = SETS[:SETS.index(obsaug._C.cpu_loops()) + 1]
+    sets = sets_on_this_cpu()
     print(f"sets of loops on this CPU: {', '.join(sets)}; in place shift pad 4 + overlay, "
           f"[{args.batch}, {args.frames}] uint8, pool 1024, {args.threads} thread(s); "
           f"{args.rounds} children per set, {args.child_rounds} rounds in each\n")

@@ -91,7 +91,14 @@ except Exception:  # noqa: BLE001  (kornia is optional)
 
 PAD = 4
 ALPHA = 0.5
-OBSAUG_OPS = [{"op": "shift", "pad": PAD}, {"op": "overlay", "alpha": ALPHA}]
+
+
+def shift_overlay(alpha):
+    """obsaug's pipeline of the fused rows: shift pad 4, then overlay at alpha."""
+    return [{"op": "shift", "pad": PAD}, {"op": "overlay", "alpha": alpha}]
+
+
+OBSAUG_OPS = shift_overlay(ALPHA)
 
 
 # --------------------------------------------------------------------------
@@ -411,7 +418,7 @@ def main(argv=None) -> int:
                         "takes seconds per call at B=1024), on, off")
     args = harness.parse_args(p, argv)
     ALPHA = args.alpha
-    OBSAUG_OPS = [{"op": "shift", "pad": PAD}, {"op": "overlay", "alpha": ALPHA}]
+    OBSAUG_OPS = shift_overlay(ALPHA)
 
     if args.threads:
         torch.set_num_threads(args.threads[0])
