@@ -1,0 +1,175 @@
+"""Hostile inputs to obsaug.Engine as a hostile user would write them: a config
+path that is a FIFO or a link to /dev/zero, a pool source list or shard that is
+one, a dict config that is a billion-laughs bomb (PyYAML's shared references)
+or refers to itself, and engine states out of their ranges. Each is refused at
+once with the documented type (README, "Errors": ValueError for a bad config or
+state, RuntimeError for sources without a usable image) and words that name
+what is wrong; none blocks or grows without bound.
+
+The calls that blocked or grew without bound before run in a child process
+with a timeout, so that a regression fails the test instead of hanging the
+suite.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import yaml
+
+import obsaug
+
+from conftest import PHOTOS, PYDIR, needs_engine
+
+pytestmark = needs_engine
+
+_CHILD = textwrap.dedent("""
+    import json, sys, time
+    import yaml
+    sys.path.insert(0, sys.argv[1])
+    import obsaug
+    config = eval(sys.argv[2])  # the config, or the expression that builds it
+    start = time.monotonic()
+    try:
+        obsaug.Engine(config)
+        out = ["ok", ""]
+    except BaseException as e:
+        out = [type(e).__name__, str(e)]
+    print(json.dumps(out + [time.monotonic() - start]))
+""")
+
+
+def engine_error_in_child(config, timeout=60):
+    """(exception type name, message, seconds) of Engine(config) in a child;
+    `config` as Python source (a repr, or an expression that builds it)."""
+    proc = subprocess.run([sys.executable, "-c", _CHILD, PYDIR,
+                           config if isinstance(config, str) and "(" in config else repr(config)],
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    kind, message, seconds = json.loads(proc.stdout.strip().splitlines()[-1])
+    return kind, message, seconds
+
+
+def overlay_config(source):
+    return {"pipeline": [{"op": "overlay"}], "pool": {"size": 4, "sources": [str(source)]}}
+
+
+# --- paths that are not regular files ---------------------------------------------
+
+
+def test_a_config_path_that_is_a_fifo_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "config.yaml"
+    os.mkfifo(fifo)
+    kind, message, seconds = engine_error_in_child(str(fifo))
+    assert kind == "ValueError", message
+    assert f"{fifo}: is a FIFO, not a regular file" in message, message
+    assert seconds < 5, seconds
+
+
+def test_a_config_path_linked_to_dev_zero_reads_nothing(tmp_path):
+    link = tmp_path / "config.yaml"
+    os.symlink("/dev/zero", link)
+    kind, message, seconds = engine_error_in_child(str(link))
+    assert kind == "ValueError", message
+    assert f"{link}: is a character device, not a regular file" in message, message
+    assert seconds < 5, seconds
+
+
+def test_a_config_file_over_the_size_limit_is_refused(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * (16 * 2**20 + 1) + b"\n")
+    with pytest.raises(ValueError) as info:
+        obsaug.Engine(big)
+    assert "the config file of 16777218 bytes, more than the limit of 16777216" in str(info.value)
+
+
+@pytest.mark.parametrize("name, make, kind", [
+    ("list.txt", lambda p: os.symlink("/dev/zero", p), "is a character device, not a regular file"),
+    ("list.txt", os.mkfifo, "is a FIFO, not a regular file"),
+    ("shard.tar", os.mkfifo, "is a FIFO, not a regular file"),
+    ("shard.tar", lambda p: os.symlink("/dev/zero", p), "is a character device, not a regular file"),
+])
+def test_a_source_list_or_shard_that_is_not_a_regular_file_is_refused_at_once(tmp_path, name,
+                                                                              make, kind):
+    source = tmp_path / name
+    make(source)
+    what = "image list" if name.endswith(".txt") else "tar shard"
+    kind_got, message, seconds = engine_error_in_child(overlay_config(source))
+    assert kind_got == "RuntimeError", message
+    assert f"{what} {source}: {kind}" in message, message
+    assert seconds < 5, seconds
+
+
+def test_a_source_list_with_an_endless_line_is_refused_naming_the_line(tmp_path):
+    listing = tmp_path / "list.txt"
+    listing.write_bytes(b"a.jpg\n" + b"x" * 100000)
+    kind, message, _ = engine_error_in_child(overlay_config(listing))
+    assert kind == "RuntimeError", message
+    assert f"image list {listing}: line 2 of the image list is longer than 4096 bytes" in message
+
+
+# --- dict configs: shared references, cycles, size ----------------------------------
+
+# 7 levels of 9 references each (a 9^7 = 4.8 M-string expansion) in 417 bytes.
+BOMB = "\n".join(["a: &a [lol,lol,lol,lol,lol,lol,lol,lol,lol]"] + [
+    f"{chr(97 + k)}: &{chr(97 + k)} [" + ",".join([f"*{chr(96 + k)}"] * 9) + "]"
+    for k in range(1, 8)])
+
+
+def test_a_billion_laughs_dict_is_refused_as_fast_as_the_same_yaml_file(tmp_path):
+    bomb = yaml.safe_load(BOMB)
+    # under an unknown top-level key: the unknown key, at once
+    kind, message, seconds = engine_error_in_child(f"{{'laughs': yaml.safe_load({BOMB!r})}}")
+    assert kind == "ValueError", message
+    assert "laughs: unknown key" in message and "Known keys at the top level" in message, message
+    assert seconds < 5, seconds
+    start = time.monotonic()
+    with pytest.raises(ValueError) as info:
+        obsaug.Engine({"laughs": bomb})
+    assert "laughs: unknown key" in str(info.value)
+    # under a known key: the first wrong value, at once
+    with pytest.raises(ValueError) as info:
+        obsaug.Engine({"pool": {"sources": bomb["h"]}})
+    assert "pool.sources[0]: expected a string, got a list" in str(info.value)
+    assert time.monotonic() - start < 5
+    # as a YAML file the same: the reference the dict is measured against
+    path = tmp_path / "bomb.yaml"
+    path.write_text("laughs:\n" + textwrap.indent(BOMB, "  ") + "\n")
+    with pytest.raises(ValueError) as info:
+        obsaug.Engine(path)
+    assert "laughs: unknown key" in str(info.value)
+
+
+def test_a_dict_config_that_contains_itself_is_refused():
+    cyclic = {"frames": {"stack": 3}}
+    cyclic["frames"]["again"] = cyclic
+    with pytest.raises(ValueError) as info:
+        obsaug.Engine(cyclic)
+    assert "config frames.again: refers to a mapping or list that contains it" in str(info.value)
+    loop = []
+    loop.append(loop)
+    with pytest.raises(ValueError) as info:
+        obsaug.Engine({"pipeline": loop})
+    assert "config pipeline[0]: refers to a mapping or list that contains it" in str(info.value)
+
+
+def test_a_dict_config_with_too_many_values_is_refused_before_it_is_sent():
+    # distinct objects (an interpolation-style expansion has no shared ids)
+    huge = {"pool": {"sources": [str(k) for k in range(200_001)]}}
+    start = time.monotonic()
+    with pytest.raises(ValueError) as info:
+        obsaug.Engine(huge)
+    assert "config holds more than 100000 values" in str(info.value), str(info.value)
+    assert time.monotonic() - start < 5
+
+
+def test_shared_references_that_are_not_a_bomb_load_as_their_values():
+    op = {"op": "shift", "pad": 4}
+    shared = obsaug.Engine({"pipeline": [op, op]})
+    plain = obsaug.Engine({"pipeline": [{"op": "shift", "pad": 4}, {"op": "shift", "pad": 4}]})
+    assert shared.config == plain.config
+    via_yaml = obsaug.Engine(yaml.safe_load("pipeline: [&s {op: shift, pad: 4}, *s]"))
+    assert via_yaml.config == plain.config
