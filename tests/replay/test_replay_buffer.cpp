@@ -399,6 +399,28 @@ TEST(ReplayBuffer, FailedSaveKeepsThePreviousCheckpoint) {
   ::rmdir(dir.c_str());
 }
 
+// A sample whose draws, rows and outputs would take more than the memory
+// limit is refused with its size before anything is allocated (it was a bare
+// bad_alloc at 2^32 draws, 16 GiB of host vectors at 2^31), and counts no call.
+TEST(ReplayBuffer, ASampleTooLargeForMemoryIsRefusedWithItsSizeBeforeAllocating) {
+  ReplayBuffer rb(small_options());
+  fill(rb, 8);
+  const uint64_t calls = rb.sample_calls();
+  struct rusage before;
+  ::getrusage(RUSAGE_SELF, &before);
+  for (const int64_t batch : {int64_t{1} << 32, int64_t{1} << 31}) {
+    const std::string words = "batch size " + std::to_string(batch) + " needs ";
+    expect_mentions(error_of<std::invalid_argument>([&] { rb.sample(batch); }),
+                    {"ReplayBuffer.sample: ", words.c_str(), "of host memory", "bytes per draw",
+                     "more than the", "lower the batch size"});
+  }
+  struct rusage after;
+  ::getrusage(RUSAGE_SELF, &after);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 256 << 10) << "KiB of peak memory grew";
+  EXPECT_EQ(rb.sample_calls(), calls);
+  EXPECT_EQ(rb.sample(4).obs.size(0), 4);
+}
+
 // One thread adds while another samples and updates priorities: every call
 // holds the buffer's lock, so none fails and (under TSan) none races.
 TEST(ReplayBuffer, AddsInOneThreadWhileAnotherSamplesAndUpdates) {
