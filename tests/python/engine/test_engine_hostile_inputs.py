@@ -18,6 +18,7 @@ import textwrap
 import time
 
 import pytest
+import torch
 import yaml
 
 import obsaug
@@ -173,3 +174,48 @@ def test_shared_references_that_are_not_a_bomb_load_as_their_values():
     assert shared.config == plain.config
     via_yaml = obsaug.Engine(yaml.safe_load("pipeline: [&s {op: shift, pad: 4}, *s]"))
     assert via_yaml.config == plain.config
+
+
+# --- engine states out of their ranges --------------------------------------------------
+
+def _sync_engine():
+    return obsaug.Engine({"frames": {"stack": 1, "channels": 3, "height": 16, "width": 16},
+                          "pipeline": [{"op": "overlay", "alpha": 0.5}],
+                          "pool": {"size": 4, "sources": [PHOTOS],
+                                   "refresh": {"mode": "sync", "per_call": 1}}})
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda s: s.update(pool_stamp=2**62 + 1), ["next_stamp 4611686018427387905 is beyond 2^62"]),
+    (lambda s: s.update(pool_serial=2**64 - 1), ["next_serial 18446744073709551615 is beyond 2^62"]),
+    (lambda s: s.update(pool_stamp=1), ["next_stamp 1 is below the pool's 4 slots"]),
+    (lambda s: s.update(pool_stamp=s["pool_serial"] + 1), ["is beyond next_serial"]),
+    (lambda s: s.update(pool_calls=2**61), ["calls 2305843009213693952 times the pool's 4 slots "
+                                            "passes 2^62"]),
+    (lambda s: s["pool_slots"].__setitem__(2, s["pool_serial"]),
+     ["slot 2 holds serial", "not one decoded before the cursor's next_serial"]),
+], ids=["stamp", "serial", "stamp below the fill", "stamp past serial", "calls", "slot serial"])
+def test_an_engine_state_out_of_its_ranges_is_refused_and_changes_nothing(edit, words):
+    engine = _sync_engine()
+    engine.augment(torch.zeros(2, 3, 16, 16, dtype=torch.uint8))
+    state = engine.state_dict()
+    bad = {k: (list(v) if isinstance(v, list) else v) for k, v in state.items()}
+    edit(bad)
+    with pytest.raises(ValueError) as info:
+        engine.load_state_dict(bad)
+    for word in words:
+        assert word in str(info.value), str(info.value)
+    assert engine.state_dict() == state  # left as it was
+
+
+def test_an_async_engine_refuses_a_cursor_out_of_its_range_too():
+    engine = obsaug.Engine({"frames": {"stack": 1, "channels": 3, "height": 16, "width": 16},
+                            "pipeline": [{"op": "overlay", "alpha": 0.5}],
+                            "pool": {"size": 4, "sources": [PHOTOS],
+                                     "refresh": {"mode": "async", "threads": 1}}})
+    state = engine.state_dict()
+    with pytest.raises(ValueError) as info:
+        engine.load_state_dict({**state, "pool_stamp": 0})
+    assert "DistractorPool::set_cursor: the cursor is outside its range: next_stamp 0 is below " \
+           "the pool's 4 slots" in str(info.value)
+    engine.close()
