@@ -51,21 +51,14 @@ constexpr const char* kAllZeroPriorities =
     "every valid transition has priority 0, so none can be drawn; give some a positive "
     "priority with update_priorities";
 
-[[noreturn]] void bad(const std::string& where, const std::string& what) {
-  replay_bad(where, what);
-}
-[[noreturn]] void bad_type(const std::string& where, const std::string& what) {
-  replay_bad_type(where, what);
-}
-
 ReplayOptions checked(ReplayOptions o) {
   check_option_values(o, "ReplayBuffer.__init__: ");
   if (!(o.device.is_cpu() || o.device.is_cuda())) {
-    bad("__init__", "device must be cpu or cuda, got " + o.device.str());
+    replay_bad("__init__", "device must be cpu or cuda, got " + o.device.str());
   }
   if (o.device.is_cuda() && !at::hasCUDA()) {
-    bad("__init__",
-        "device is " + o.device.str() + " but this process sees no CUDA device; use device='cpu'");
+    replay_bad("__init__", "device is " + o.device.str() +
+                               " but this process sees no CUDA device; use device='cpu'");
   }
   o.device = with_current_index(o.device);
   return o;
@@ -105,11 +98,11 @@ struct ReplayBuffer::Impl {
     const double on_host_mib = host_mib + (o.device.is_cpu() ? frame_mib + tree_mib : 0.0);
     const double ram_mib = static_cast<double>(physical_memory_bytes()) / (1 << 20);
     const auto too_large = [&](const std::string& why) {
-      bad("__init__", "capacity " + std::to_string(o.capacity) + " needs " +
-                          std::to_string(static_cast<int64_t>(frame_mib)) + " MiB of frames on " +
-                          o.device.str() + " and " +
-                          std::to_string(static_cast<int64_t>(host_mib)) +
-                          " MiB of host metadata: " + why);
+      replay_bad("__init__", "capacity " + std::to_string(o.capacity) + " needs " +
+                                 std::to_string(static_cast<int64_t>(frame_mib)) +
+                                 " MiB of frames on " + o.device.str() + " and " +
+                                 std::to_string(static_cast<int64_t>(host_mib)) +
+                                 " MiB of host metadata: " + why);
     };
     if (ram_mib > 0 && on_host_mib > ram_mib) {
       too_large("more than this machine's " + std::to_string(static_cast<int64_t>(ram_mib)) +
@@ -235,11 +228,12 @@ struct ReplayBuffer::Impl {
     const int64_t n = static_cast<int64_t>(ids.size());
     for (int64_t i = 0; i < n; ++i) {
       if (!std::isfinite(rewards[i])) {
-        bad("add", "reward must be finite, got " + std::to_string(rewards[i]) + " for env " +
-                       std::to_string(ids[static_cast<size_t>(i)]));
+        replay_bad("add", "reward must be finite, got " + std::to_string(rewards[i]) + " for env " +
+                              std::to_string(ids[static_cast<size_t>(i)]));
       }
       if (!ring.can_continue(ids[static_cast<size_t>(i)])) {
-        bad("add", "env " + std::to_string(ids[static_cast<size_t>(i)]) +
+        replay_bad("add",
+                   "env " + std::to_string(ids[static_cast<size_t>(i)]) +
                        " has no open episode: call add_first(frame) after a reset (and after "
                        "terminated or truncated)");
       }
@@ -363,9 +357,10 @@ struct ReplayBuffer::Impl {
     const auto check = [&](uint64_t bytes, c10::Device where, const std::string& what) {
       const uint64_t limit = ops::memory_limit_bytes(where);
       if (limit > 0 && bytes > limit) {
-        bad("sample", "batch size " + std::to_string(batch) + " needs " + ops::bytes_text(bytes) +
-                          " of " + what + ", more than the " + ops::bytes_text(limit) + " of " +
-                          where.str() + " memory a call may take; lower the batch size");
+        replay_bad("sample", "batch size " + std::to_string(batch) + " needs " +
+                                 ops::bytes_text(bytes) + " of " + what + ", more than the " +
+                                 ops::bytes_text(limit) + " of " + where.str() +
+                                 " memory a call may take; lower the batch size");
       }
     };
     check(host, c10::Device(c10::kCPU),
@@ -443,7 +438,7 @@ struct ReplayBuffer::Impl {
 #endif
     }
     const double smallest = drawn[static_cast<size_t>(batch)];
-    if (!(drawn[static_cast<size_t>(batch) + 1] > 0.0)) bad("sample", kAllZeroPriorities);
+    if (!(drawn[static_cast<size_t>(batch) + 1] > 0.0)) replay_bad("sample", kAllZeroPriorities);
     weights->resize(static_cast<size_t>(batch));
     for (int64_t b = 0; b < batch; ++b) {
       (*weights)[static_cast<size_t>(b)] =
@@ -471,7 +466,7 @@ struct ReplayBuffer::Impl {
   double slots_at(const std::vector<double>& fractions, std::vector<int64_t>* slots) const {
     const HostTree h = host_tree();
     const double total = tree::sum_at(h.view, 1);
-    if (!(total > 0.0)) bad("sample", kAllZeroPriorities);
+    if (!(total > 0.0)) replay_bad("sample", kAllZeroPriorities);
     slots->resize(fractions.size());
     for (size_t i = 0; i < fractions.size(); ++i)
       (*slots)[i] = tree::descend(tree::sums(h.view), leaves, mul_rn(fractions[i], total));
@@ -578,7 +573,7 @@ void ReplayBuffer::add(const at::Tensor& action, double reward, const at::Tensor
   Impl& d = *impl_;
   int64_t n = 0;
   if (frame.defined() && frame.dim() != 3) {
-    bad("add", "this form takes one env's frame [C, H, W]; pass tensors for a batch");
+    replay_bad("add", "this form takes one env's frame [C, H, W]; pass tensors for a batch");
   }
   const at::Tensor f = checked_frames(d.o, frame, "add", &n);
   const std::vector<int64_t> ids = checked_env_ids(std::vector<int64_t>{env}, 1, true, "add");
@@ -592,25 +587,25 @@ ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
   const std::lock_guard<std::mutex> hold(impl_->mutex);
   Impl& d = *impl_;
   const int64_t valid = d.ring.num_valid();
-  if (batch < 1) bad("sample", "batch size must be >= 1, got " + std::to_string(batch));
+  if (batch < 1) replay_bad("sample", "batch size must be >= 1, got " + std::to_string(batch));
   if (valid == 0) {  // sampling is with replacement: any batch size once one is valid
-    bad("sample", "cannot sample " + std::to_string(batch) +
-                      " transitions: 0 valid transitions stored (" + std::to_string(d.ring.size()) +
-                      " frames stored, and a transition needs its next frame" +
-                      (d.o.n_step > 1 ? " and n_step frames of future or an episode end" : "") +
-                      ")");
+    replay_bad("sample",
+               "cannot sample " + std::to_string(batch) +
+                   " transitions: 0 valid transitions stored (" + std::to_string(d.ring.size()) +
+                   " frames stored, and a transition needs its next frame" +
+                   (d.o.n_step > 1 ? " and n_step frames of future or an episode end" : "") + ")");
   }
   if (batch > kMaxBatch) {  // the batch index is the Philox counter's 32-bit b word
-    bad("sample", "batch size " + std::to_string(batch) + " exceeds " + std::to_string(kMaxBatch) +
-                      ", the most draws one call can make");
+    replay_bad("sample", "batch size " + std::to_string(batch) + " exceeds " +
+                             std::to_string(kMaxBatch) + ", the most draws one call can make");
   }
   const double b_exp = beta.value_or(d.o.beta);
   if (!(b_exp >= 0.0 && std::isfinite(b_exp))) {
-    bad("sample", "beta must be finite and >= 0, got " + std::to_string(b_exp));
+    replay_bad("sample", "beta must be finite and >= 0, got " + std::to_string(b_exp));
   }
   if (augment != nullptr &&
       (!augment->gather || !augment->reserve_steps || !augment->output_bytes)) {
-    bad("sample", "augment has no gather/reserve_steps/output_bytes functions");
+    replay_bad("sample", "augment has no gather/reserve_steps/output_bytes functions");
   }
   d.check_sample_memory(batch, augment);
   d.check_call_room();
@@ -644,27 +639,29 @@ ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
 // Caller holds the mutex.
 ReplayBuffer::Impl::CheckedPriorities ReplayBuffer::Impl::checked_priorities(
     const at::Tensor& indices, const at::Tensor& priorities) const {
-  if (!o.prioritized) bad("update_priorities", "the buffer was built with prioritized=False");
+  if (!o.prioritized)
+    replay_bad("update_priorities", "the buffer was built with prioritized=False");
   if (!indices.defined() || !priorities.defined()) {
-    bad("update_priorities", "indices and priorities must be tensors");
+    replay_bad("update_priorities", "indices and priorities must be tensors");
   }
   if (at::isFloatingType(indices.scalar_type()) ||
       !at::isIntegralType(indices.scalar_type(), false)) {
-    bad_type("update_priorities",
-             "indices must be an integer tensor [K], got " + describe(indices));
+    replay_bad_type("update_priorities",
+                    "indices must be an integer tensor [K], got " + describe(indices));
   }
   if (indices.dim() != 1) {
-    bad("update_priorities", "indices must be an integer tensor [K], got " + describe(indices));
+    replay_bad("update_priorities",
+               "indices must be an integer tensor [K], got " + describe(indices));
   }
   const std::string priorities_must =
       "priorities must be a real tensor [K] with K = " + std::to_string(indices.size(0)) +
       " (a float or integer dtype), got " + describe(priorities);
   if (!(at::isFloatingType(priorities.scalar_type()) ||
         at::isIntegralType(priorities.scalar_type(), /*includeBool=*/false))) {
-    bad_type("update_priorities", priorities_must);  // bool, complex: the wrong dtype
+    replay_bad_type("update_priorities", priorities_must);  // bool, complex: the wrong dtype
   }
   if (priorities.dim() != 1 || priorities.size(0) != indices.size(0)) {
-    bad("update_priorities", priorities_must);
+    replay_bad("update_priorities", priorities_must);
   }
   const at::Tensor idx = indices.to(at::kCPU).to(at::kLong).contiguous();
   const at::Tensor pri = priorities.to(at::kCPU).to(at::kDouble).contiguous();
@@ -683,8 +680,9 @@ ReplayBuffer::Impl::CheckedPriorities ReplayBuffer::Impl::checked_priorities(
                               " is not a stored slot [0, " + std::to_string(ring.size()) + ")");
     }
     if (!std::isfinite(pp[i]) || pp[i] < 0) {
-      bad("update_priorities", "priorities must be finite and >= 0, got " + std::to_string(pp[i]) +
-                                   " at position " + std::to_string(i));
+      replay_bad("update_priorities", "priorities must be finite and >= 0, got " +
+                                          std::to_string(pp[i]) + " at position " +
+                                          std::to_string(i));
     }
     __builtin_prefetch(priority.data() + ip[i], 1);  // the write below then hits
     if (leaves_on_host) __builtin_prefetch(&tree::sum_at(view, leaves + ip[i]), 1);
@@ -695,7 +693,7 @@ ReplayBuffer::Impl::CheckedPriorities ReplayBuffer::Impl::checked_priorities(
            << " gives p^alpha = " << q[static_cast<size_t>(i)] << " (alpha " << o.alpha
            << "), above " << largest_weight() << ", the most that keeps the sum over " << leaves
            << " slots finite";
-      bad("update_priorities", what.str());
+      replay_bad("update_priorities", what.str());
     }
   }
   return {idx, pri, std::move(q)};
@@ -803,10 +801,10 @@ void shard_draws(uint64_t seed, uint64_t call, int64_t first_id, int64_t batch,
 std::vector<int64_t> ReplayBuffer::uniform_slots_for(uint64_t call,
                                                      const std::vector<int64_t>& draw_ids) const {
   const std::lock_guard<std::mutex> hold(impl_->mutex);
-  if (impl_->ring.num_valid() == 0) bad("uniform_slots_for", "no valid transition stored");
+  if (impl_->ring.num_valid() == 0) replay_bad("uniform_slots_for", "no valid transition stored");
   for (int64_t id : draw_ids) {
     if (id < 0 || id >= kMaxBatch) {
-      bad("uniform_slots_for", "draw ids must lie in [0, 2^32), got " + std::to_string(id));
+      replay_bad("uniform_slots_for", "draw ids must lie in [0, 2^32), got " + std::to_string(id));
     }
   }
   return impl_->uniform_slots_for(call, draw_ids);
@@ -815,10 +813,10 @@ std::vector<int64_t> ReplayBuffer::uniform_slots_for(uint64_t call,
 std::vector<int64_t> ReplayBuffer::priority_slots_for(const std::vector<double>& fractions) {
   const std::lock_guard<std::mutex> hold(impl_->mutex);
   if (!impl_->o.prioritized)
-    bad("priority_slots_for", "the buffer was built with prioritized=False");
+    replay_bad("priority_slots_for", "the buffer was built with prioritized=False");
   for (double f : fractions) {
     if (!(f >= 0.0 && f < 1.0)) {
-      bad("priority_slots_for", "fractions must lie in [0, 1), got " + std::to_string(f));
+      replay_bad("priority_slots_for", "fractions must lie in [0, 1), got " + std::to_string(f));
     }
   }
   std::vector<int64_t> slots;

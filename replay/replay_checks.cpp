@@ -18,13 +18,6 @@
 namespace obsaug {
 namespace {
 
-[[noreturn]] void bad(const std::string& where, const std::string& what) {
-  replay_bad(where, what);
-}
-[[noreturn]] void bad_type(const std::string& where, const std::string& what) {
-  replay_bad_type(where, what);
-}
-
 double largest_finite(at::ScalarType t) {
   switch (t) {
     case at::kHalf:
@@ -54,7 +47,7 @@ void check_finite_actions(const ReplayOptions& o, const at::Tensor& a, const at:
   } else if (std::isnan(value)) {
     what << " (a NaN action is a bug where the action was computed)";
   }
-  bad(where, what.str());
+  replay_bad(where, what.str());
 }
 
 }  // namespace
@@ -117,15 +110,15 @@ void check_option_values(const ReplayOptions& o, const std::string& where) {
 // Frames [C, H, W] or [N, C, H, W] as [N, C, H, W]; N and the env ids.
 at::Tensor checked_frames(const ReplayOptions& o, const at::Tensor& frames_in, const char* where,
                           int64_t* n) {
-  if (!frames_in.defined()) bad(where, "frame must be a tensor, got None");
+  if (!frames_in.defined()) replay_bad(where, "frame must be a tensor, got None");
   if (!frames_in.device().is_cpu() && !frames_in.device().is_cuda()) {
-    bad(where, "frame must be on cpu or cuda, got " + describe(frames_in));
+    replay_bad(where, "frame must be on cpu or cuda, got " + describe(frames_in));
   }
   if (frames_in.layout() != at::kStrided) {
     std::ostringstream layout;
     layout << frames_in.layout();
-    bad_type(where, "frame must be a dense (strided) uint8 tensor, got a " + layout.str() +
-                        " tensor; pass frame.to_dense()");
+    replay_bad_type(where, "frame must be a dense (strided) uint8 tensor, got a " + layout.str() +
+                               " tensor; pass frame.to_dense()");
   }
   const bool single = frames_in.dim() == 3;
   const at::Tensor f = single ? frames_in.unsqueeze(0) : frames_in;
@@ -134,15 +127,15 @@ at::Tensor checked_frames(const ReplayOptions& o, const at::Tensor& frames_in, c
                                  " (one env) or [N, " + std::to_string(expected[0]) + ", " +
                                  std::to_string(expected[1]) + ", " + std::to_string(expected[2]) +
                                  "] (N envs), got " + describe(frames_in);
-  if (f.scalar_type() != at::kByte) bad_type(where, frame_must);
+  if (f.scalar_type() != at::kByte) replay_bad_type(where, frame_must);
   if (f.dim() != 4 || std::vector<int64_t>(f.sizes().begin() + 1, f.sizes().end()) != expected) {
-    bad(where, frame_must);
+    replay_bad(where, frame_must);
   }
   *n = f.size(0);
-  if (*n < 1) bad(where, "frame holds no env (N = 0)");
+  if (*n < 1) replay_bad(where, "frame holds no env (N = 0)");
   if (*n > o.capacity) {
-    bad(where, "a batch of " + std::to_string(*n) + " frames exceeds capacity " +
-                   std::to_string(o.capacity));
+    replay_bad(where, "a batch of " + std::to_string(*n) + " frames exceeds capacity " +
+                          std::to_string(o.capacity));
   }
   return f;
 }
@@ -158,15 +151,15 @@ std::vector<int64_t> checked_env_ids(const std::optional<std::vector<int64_t>>& 
     for (int64_t i = 0; i < n; ++i) ids.push_back(i);
   }
   if (static_cast<int64_t>(ids.size()) != n) {
-    bad(where, "env names " + std::to_string(ids.size()) + " envs for " + std::to_string(n) +
-                   (single ? " frame" : " frames"));
+    replay_bad(where, "env names " + std::to_string(ids.size()) + " envs for " + std::to_string(n) +
+                          (single ? " frame" : " frames"));
   }
   std::unordered_set<int64_t> seen;
   for (int64_t e : ids) {
     if (e < 0 || e >= EpisodeRing::kMaxEnvs) {
-      bad(where, "env ids must be in [0, 2^20), got " + std::to_string(e));
+      replay_bad(where, "env ids must be in [0, 2^20), got " + std::to_string(e));
     }
-    if (!seen.insert(e).second) bad(where, "env " + std::to_string(e) + " appears twice");
+    if (!seen.insert(e).second) replay_bad(where, "env " + std::to_string(e) + " appears twice");
   }
   return ids;
 }
@@ -175,43 +168,44 @@ std::vector<int64_t> checked_env_ids(const std::optional<std::vector<int64_t>>& 
 // scalar when `scalar_for_all` (one value for every env).
 at::Tensor checked_per_env(const at::Tensor& v, int64_t n, at::ScalarType dtype, const char* name,
                            bool scalar_for_all, const char* where) {
-  if (!v.defined()) bad(where, std::string(name) + " must be given");
+  if (!v.defined()) replay_bad(where, std::string(name) + " must be given");
   if (!v.device().is_cpu() && !v.device().is_cuda()) {
-    bad(where, std::string(name) + " must be on cpu or cuda, got " + describe(v));
+    replay_bad(where, std::string(name) + " must be on cpu or cuda, got " + describe(v));
   }
   if (!((v.dim() == 0 && scalar_for_all) || (v.dim() == 1 && v.size(0) == n))) {
-    bad(where, std::string(name) + " must be " + (scalar_for_all ? "a scalar or " : "") +
-                   "[N] = [" + std::to_string(n) + "], one per env" +
-                   (scalar_for_all ? "" : " (a batched add takes each env's own value)") +
-                   ", got " + describe(v));
+    replay_bad(where, std::string(name) + " must be " + (scalar_for_all ? "a scalar or " : "") +
+                          "[N] = [" + std::to_string(n) + "], one per env" +
+                          (scalar_for_all ? "" : " (a batched add takes each env's own value)") +
+                          ", got " + describe(v));
   }
   if (dtype == at::kBool && v.scalar_type() != at::kBool) {
-    bad_type(where, std::string(name) + " must be bool, got " + describe(v));
+    replay_bad_type(where, std::string(name) + " must be bool, got " + describe(v));
   }
   if (dtype != at::kBool && !(at::isFloatingType(v.scalar_type()) ||
                               at::isIntegralType(v.scalar_type(), /*includeBool=*/false))) {
-    bad_type(where, std::string(name) + " must be a number, got " + describe(v));
+    replay_bad_type(where, std::string(name) + " must be a number, got " + describe(v));
   }
   return v.to(at::kCPU).to(dtype).expand({n}).contiguous();
 }
 
 at::Tensor checked_actions(const ReplayOptions& o, const at::Tensor& action, int64_t n, bool single,
                            const char* where) {
-  if (!action.defined()) bad(where, "action must be given");
+  if (!action.defined()) replay_bad(where, "action must be given");
   if (!action.device().is_cpu() && !action.device().is_cuda()) {
-    bad(where, "action must be on cpu or cuda, got " + describe(action));
+    replay_bad(where, "action must be on cpu or cuda, got " + describe(action));
   }
   std::vector<int64_t> expected = o.action_shape;
   if (!single) expected.insert(expected.begin(), n);
   if (std::vector<int64_t>(action.sizes().begin(), action.sizes().end()) != expected) {
-    bad(where, "action must have shape " + shape_text(expected) + " (action_shape" +
-                   (single ? "" : " with the N envs first") + "), got " + describe(action));
+    replay_bad(where, "action must have shape " + shape_text(expected) + " (action_shape" +
+                          (single ? "" : " with the N envs first") + "), got " + describe(action));
   }
   const bool want_float = at::isFloatingType(o.action_dtype);
   const at::ScalarType got = action.scalar_type();
   if (got == at::kBool || at::isComplexType(got) ||
       (!want_float && !at::isIntegralType(got, /*includeBool=*/false))) {
-    bad_type(where, "action must be " + dtype_name(o.action_dtype) +
+    replay_bad_type(where,
+                    "action must be " + dtype_name(o.action_dtype) +
                         (want_float ? " (or another real dtype)" : " (or another integer dtype)") +
                         ", got " + describe(action));
   }
@@ -220,7 +214,7 @@ at::Tensor checked_actions(const ReplayOptions& o, const at::Tensor& action, int
   at::Tensor a = action.to(at::kCPU).to(o.action_dtype).reshape(rows).contiguous();
   if (!want_float && got != o.action_dtype &&
       !a.to(got).equal(action.to(at::kCPU).reshape(a.sizes()))) {
-    bad(where, "action values do not fit action_dtype " + dtype_name(o.action_dtype));
+    replay_bad(where, "action values do not fit action_dtype " + dtype_name(o.action_dtype));
   }
   if (want_float) check_finite_actions(o, a, action, where);
   return a;
