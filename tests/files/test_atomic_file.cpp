@@ -7,13 +7,11 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/file.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -73,23 +71,16 @@ TEST(AtomicFile, AnUncommittedOrFailedWriteRemovesOnlyItsTemporary) {
   EXPECT_EQ(text_of(target), "previous");
   EXPECT_EQ(names_in(tmp), std::vector<std::string>{"replay.obsaug"});
   // A write the file system refuses (a 16-byte file-size limit for a full disk).
-  struct rlimit old_limit;
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = old_limit;
-  small.rlim_cur = 16;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   std::string error;
-  try {
-    AtomicFile f(target);
-    const std::string big(64, 'x');
-    f.write(big.data(), big.size());
-    f.commit();
-  } catch (const FileError& e) {
-    error = e.what();
+  {
+    const testing::ScopedFileSizeLimit full_disk(16);
+    error = error_of<FileError>([&] {
+      AtomicFile f(target);
+      const std::string big(64, 'x');
+      f.write(big.data(), big.size());
+      f.commit();
+    });
   }
-  ::setrlimit(RLIMIT_FSIZE, &old_limit);
-  std::signal(SIGXFSZ, old_handler);
   expect_mentions(error, {"replay.obsaug.tmp.", "cannot write (File too large)"});
   EXPECT_EQ(text_of(target), "previous");
   EXPECT_EQ(names_in(tmp), std::vector<std::string>{"replay.obsaug"});

@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
@@ -377,20 +376,15 @@ TEST(ReplayBuffer, FailedSaveKeepsThePreviousCheckpoint) {
   const std::string dir = temp_dir("failed_save");
   rb.save(dir);
   fill(rb, 30);
-  struct rlimit old_limit;
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = old_limit;
-  small.rlim_cur = 512;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   std::string error;
-  try {
-    rb.save(dir);
-  } catch (const std::runtime_error& e) {
-    error = e.what();
+  {
+    const testing::ScopedFileSizeLimit full_disk(512);
+    try {
+      rb.save(dir);
+    } catch (const std::runtime_error& e) {
+      error = e.what();
+    }
   }
-  ::setrlimit(RLIMIT_FSIZE, &old_limit);
-  std::signal(SIGXFSZ, old_handler);
   EXPECT_NE(error.find("cannot write"), std::string::npos) << error;
   EXPECT_EQ(entries_of(dir), std::vector<std::string>{"replay.obsaug"}) << "temporary left behind";
   const ReplayBuffer previous = ReplayBuffer::load(dir);
