@@ -8,9 +8,10 @@
 #   obsaug::replay   ReplayBuffer                  obsaug::engine  Engine (config + pool)
 #   obsaug::pool     DistractorPool                obsaug::config  the YAML config
 #   obsaug::decode   JPEG/PNG decoding             obsaug::source  image sources
+#   obsaug::files    bounded reads, the atomic write (what the others link)
 #   obsaug::torch    the LibTorch obsaug was built against (from its Python
 #                    environment; the package fails to load once it is gone)
-# Layout: PREFIX/include/obsaug/{kernels,replay,engine}/... (included as
+# Layout: PREFIX/include/obsaug/{kernels,files,replay,engine}/... (included as
 # "kernels/augment.h", as inside the repository), PREFIX/lib/libobsaug.so and
 # the static libraries, PREFIX/lib/cmake/obsaug/. The wheel (SKBUILD) has its
 # own layout and installs none of this.
@@ -22,7 +23,7 @@ set(_obsaug_include_dir "${CMAKE_INSTALL_INCLUDEDIR}/obsaug")
 
 # Each built component, as (target, exported name).
 set(_obsaug_exported obsaug_torch torch obsaug obsaug)
-foreach(_component IN ITEMS replay source decode pool config engine)
+foreach(_component IN ITEMS files replay source decode pool config engine)
   if(TARGET obsaug_${_component})
     list(APPEND _obsaug_exported obsaug_${_component} ${_component})
   endif()
@@ -47,7 +48,7 @@ install(TARGETS ${_obsaug_targets} EXPORT obsaugTargets
   INCLUDES DESTINATION "${_obsaug_include_dir}")
 # Every header of the C++ API and of what it includes (none names a
 # third-party header but LibTorch's).
-foreach(_dir IN ITEMS kernels replay engine)
+foreach(_dir IN ITEMS kernels files replay engine)
   install(DIRECTORY "${PROJECT_SOURCE_DIR}/${_dir}/" DESTINATION "${_obsaug_include_dir}/${_dir}"
           FILES_MATCHING PATTERN "*.h")
 endforeach()

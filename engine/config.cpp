@@ -24,6 +24,7 @@
 #include <tuple>
 
 #include "engine/locations.h"
+#include "files/bounded_file.h"
 
 namespace obsaug {
 
@@ -43,7 +44,7 @@ namespace fs = std::filesystem;
 using Keys = std::vector<std::string>;
 
 constexpr int64_t kMaxFrameSide = int64_t{1} << 30;  // as resolve_pipeline
-constexpr int64_t kMaxStack = kMaxFrames - 1;  // s < 0x8000 in the Philox counter
+constexpr int64_t kMaxStack = kMaxFrames - 1;        // s < 0x8000 in the Philox counter
 constexpr int64_t kMaxPool = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxThreads = 1024;
 
@@ -99,11 +100,6 @@ std::optional<std::string> nearest(const std::string& word, const Keys& known) {
 bool path_exists(const fs::path& path) {
   struct stat info;
   return ::stat(path.c_str(), &info) == 0;
-}
-
-bool is_directory(const fs::path& path) {
-  struct stat info;
-  return ::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
 }
 
 fs::path working_directory() {
@@ -674,6 +670,11 @@ size_t yaml_documents(const std::string& text) {
 
 Config load_text(const std::string& text, const std::string& origin,
                  std::vector<fs::path> fallback_dirs) {
+  if (text.size() > kMaxConfigBytes) {
+    throw ConfigError(origin, "",
+                      "holds " + std::to_string(text.size()) + " bytes, more than the limit of " +
+                          std::to_string(kMaxConfigBytes) + " for a config");
+  }
   const size_t count = yaml_documents(text);
   if (count > 1)
     throw ConfigError(
@@ -740,21 +741,20 @@ bool operator==(const Config& a, const Config& b) {
 }
 
 Config load_config_file(const std::string& path, const std::string& base_dir) {
-  if (is_directory(path))
+  std::string text;
+  try {  // a regular file only (a FIFO or /dev/zero is refused before any read), bounded
+    text = files::read_bounded(path, kMaxConfigBytes, "the config file");
+  } catch (const files::FileError& e) {
     throw ConfigError(path, "",
-                      "is a directory; expected a YAML config file such as "
-                      "configs/default.yaml");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw ConfigError(path, "",
-                      std::string("cannot open the config file (") + std::strerror(errno) + ")");
-  std::ostringstream text;
-  text << in.rdbuf();
+                      e.reason() +
+                          "; expected a YAML config file such as "
+                          "configs/default.yaml");
+  }
   // The repository root, inferred as the parent of the config's folder.
   const fs::path folder = absolute_path(path).parent_path();
   std::vector<fs::path> fallback{folder.parent_path()};
   if (!base_dir.empty()) fallback.emplace_back(base_dir);
-  return load_text(text.str(), path, std::move(fallback));
+  return load_text(text, path, std::move(fallback));
 }
 
 Config load_config_string(const std::string& text, const std::string& origin,

@@ -120,7 +120,13 @@ struct Config {
 bool operator==(const Config& a, const Config& b);
 inline bool operator!=(const Config& a, const Config& b) { return !(a == b); }
 
-// Loads and validates a YAML file. Relative pool.sources resolve against the
+// The most text a config may hold (a file, or a dict's text): configs are a
+// few KiB; a larger one is refused (ConfigError) before it is parsed.
+inline constexpr uint64_t kMaxConfigBytes = uint64_t{16} << 20;
+
+// Loads and validates a YAML file: a regular file only (a directory, a FIFO
+// or a device such as /dev/zero is refused by its kind before any read; no
+// read blocks) of at most kMaxConfigBytes. Relative pool.sources resolve against the
 // current working directory first, then against the repository root inferred
 // as the parent of the config file's folder (configs/x.yaml -> ./), so the
 // presets work from any working directory, then against `base_dir` when it

@@ -339,6 +339,17 @@ at::Tensor Engine::gather_augment(const at::Tensor& storage, const at::Tensor& i
       });
 }
 
+uint64_t Engine::gather_output_bytes(const at::Tensor& storage, int64_t batch,
+                                     int64_t stack) const {
+  if (!impl_) throw std::logic_error("engine is closed");
+  const Impl& d = *impl_;
+  const FrameSize size =
+      frame_sizes(d.config.pipeline, {d.config.frames.height, d.config.frames.width}).back();
+  const at::ScalarType dtype = d.output().dtype.value_or(storage.scalar_type());
+  return ops::result_bytes({batch, stack * d.config.frames.channels, size.height, size.width},
+                           at::TensorOptions().dtype(dtype));
+}
+
 at::Tensor Engine::gather_augment_for(const at::Tensor& storage, const at::Tensor& indices,
                                       uint64_t seed, uint64_t step, const at::Tensor& sample_ids,
                                       const at::Tensor& out, const at::Tensor& out_rows) {

@@ -144,6 +144,11 @@ class Engine {
                             std::optional<uint64_t> step = std::nullopt, bool check_indices = true,
                             const at::Tensor& out = {}, OutputSite site = OutputSite::kGather);
 
+  // Bytes of the result gather_augment makes for `batch` stacks of `stack`
+  // frames of `storage` (the pipeline's output size and dtype): what the
+  // replay buffer checks against the memory limit before it samples.
+  uint64_t gather_output_bytes(const at::Tensor& storage, int64_t batch, int64_t stack) const;
+
   // gather_augment for another rank's draws (obsaug.distributed): the
   // requester's Philox key `seed` and `step` (the counter is not advanced),
   // row b drawn as sample sample_ids[b] (ops::gather_augment), this engine's

@@ -333,8 +333,7 @@ std::vector<int64_t> check_augment_call(const at::Tensor& obs,
 }
 
 void check_augment_inplace_call(const at::Tensor& obs, const std::optional<at::Tensor>& pool,
-                                const Pipeline& pipeline, Devices devices,
-                                int64_t frame_channels) {
+                                const Pipeline& pipeline, Devices devices, int64_t frame_channels) {
   checked_augment_inplace(obs, pool, pipeline, /*seed=*/0, frame_channels, devices);
 }
 
@@ -404,6 +403,13 @@ at::Tensor gather_augment(const at::Tensor& storage, const at::Tensor& indices,
   const bool scattered = out_rows.has_value() && out_rows->defined();
   CheckedCall call = checked_gather(storage, indices, pool, pipeline, seed, output, sample_ids,
                                     scattered, Devices::kCpuOrCuda);
+  if (!indices.is_contiguous()) {  // an expand()ed one stands for more than it holds
+    const uint64_t copy = result_bytes(indices.sizes(), indices.options());
+    const uint64_t result =
+        output.out.defined() ? 0 : result_bytes(call.shape, storage.options().dtype(call.dtype));
+    check_call_memory("a contiguous copy of indices " + describe(indices) + " and the result",
+                      copy > UINT64_MAX - result ? UINT64_MAX : copy + result, storage.device());
+  }
   if (check_indices) check_gather_indices(storage, indices);
   std::optional<at::Tensor> ids;
   if (sample_ids.has_value() && sample_ids->defined()) ids = checked_sample_ids(*sample_ids);

@@ -5,11 +5,20 @@
 #include <c10/util/Exception.h>
 #include <c10/util/accumulate.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <iterator>
 
 #include "kernels/huge_pages.h"
 #include "kernels/tensor_text.h"
+
+#ifdef OBSAUG_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
+#endif
 
 namespace obsaug::ops {
 namespace {
@@ -30,7 +39,56 @@ int64_t bytes_of(at::IntArrayRef shape, const at::TensorOptions& options) {
          static_cast<int64_t>(c10::elementSize(options.dtype().toScalarType()));
 }
 
+#ifdef OBSAUG_WITH_CUDA
+uint64_t cuda_memory_bytes(c10::DeviceIndex index) {
+  static std::array<std::atomic<uint64_t>, 64> known{};  // per device, 0 until asked
+  if (index < 0 || index >= static_cast<c10::DeviceIndex>(known.size())) return 0;
+  uint64_t total = known[static_cast<size_t>(index)].load(std::memory_order_relaxed);
+  if (total == 0) {
+    const c10::cuda::CUDAGuard guard(index);
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+      (void)cudaGetLastError();  // no limit where the device does not say
+      return 0;
+    }
+    total = total_bytes;
+    known[static_cast<size_t>(index)].store(total, std::memory_order_relaxed);
+  }
+  return total;
+}
+#endif
+
 }  // namespace
+
+uint64_t memory_limit_bytes(c10::Device device) {
+  if (device.is_cpu()) return physical_memory_bytes();
+#ifdef OBSAUG_WITH_CUDA
+  if (device.is_cuda()) return cuda_memory_bytes(device.has_index() ? device.index() : 0);
+#endif
+  return 0;
+}
+
+uint64_t result_bytes(at::IntArrayRef shape, const at::TensorOptions& options) {
+  uint64_t n = c10::elementSize(options.dtype().toScalarType());
+  for (int64_t s : shape) {
+    if (__builtin_mul_overflow(n, static_cast<uint64_t>(std::max<int64_t>(s, 0)), &n))
+      return UINT64_MAX;
+  }
+  return n;
+}
+
+void check_call_memory(const std::string& what, uint64_t bytes, c10::Device device) {
+  const uint64_t limit = memory_limit_bytes(device);
+  TORCH_CHECK_VALUE(limit == 0 || bytes <= limit, what, " needs ", bytes_text(bytes),
+                    ", more than the ", bytes_text(limit), " of ", device.str(),
+                    " memory a call may take; lower the batch size");
+}
+
+std::string bytes_text(uint64_t bytes) {
+  char gib[32];
+  std::snprintf(gib, sizeof gib, "%.1f GiB", static_cast<double>(bytes) / (1u << 30));
+  return std::to_string(bytes) + " bytes (" + gib + ")";
+}
 
 void check_out(const at::Tensor& out, at::IntArrayRef shape, const at::TensorOptions& options,
                std::initializer_list<NamedInput> inputs, const char* in_place_form) {
@@ -58,6 +116,9 @@ void check_out(const at::Tensor& out, at::IntArrayRef shape, const at::TensorOpt
 }
 
 at::Tensor fresh_output(at::IntArrayRef shape, const at::TensorOptions& options) {
+  check_call_memory(
+      "the result, " + dtype_name(options.dtype().toScalarType()) + " " + shape_text(shape) + ",",
+      result_bytes(shape, options), options.device());
   if (!options.device().is_cpu() || bytes_of(shape, options) < kLargeOutputBytes)
     return at::empty(shape, options);
   static OutputRecycler* const released = new OutputRecycler();  // never destroyed: no exit order

@@ -8,6 +8,7 @@
 #include <deque>
 #include <initializer_list>
 #include <mutex>
+#include <string>
 #include <utility>
 
 namespace obsaug::ops {
@@ -24,13 +25,32 @@ using NamedInput = std::pair<const char*, const at::Tensor*>;
 void check_out(const at::Tensor& out, at::IntArrayRef shape, const at::TensorOptions& options,
                std::initializer_list<NamedInput> inputs, const char* in_place_form);
 
+// The most memory one call may allocate on `device` for its results and
+// scratch (README "Memory"): the machine's physical memory for the CPU, the
+// device's total memory for a CUDA device; 0 when the system does not say
+// (then nothing is refused). A call that would need more (an output of a
+// batch too large, a replay sample of too many draws) is refused with its
+// size before anything is allocated, instead of a bad_alloc, the OOM killer
+// or an overcommitted allocation that faults in later.
+uint64_t memory_limit_bytes(c10::Device device);
+// "412316860416 bytes (384.0 GiB)".
+std::string bytes_text(uint64_t bytes);
+// The bytes of a result of `shape` and `options`' dtype, saturating at
+// UINT64_MAX (a hostile shape never wraps).
+uint64_t result_bytes(at::IntArrayRef shape, const at::TensorOptions& options);
+// c10::ValueError "WHAT needs N bytes (X GiB), more than the M bytes (Y GiB)
+// of DEVICE memory a call may take; lower the batch size" when `bytes` is
+// more than memory_limit_bytes(device).
+void check_call_memory(const std::string& what, uint64_t bytes, c10::Device device);
+
 // A fresh contiguous tensor for a result: nothing else refers to its memory.
 // On the CPU, a large one (4 MiB or more) is a released earlier output when
 // there is one (a process-wide OutputRecycler: at most 4 kept, 1 GiB in all),
 // else new memory marked for transparent huge pages before anything touches
 // it. Why: glibc serves such a block from a new mmap and unmaps it on free,
 // so a plain fresh output of tens of MB is page-faulted in 4 KiB at a time
-// on every call, which costs more than the op itself.
+// on every call, which costs more than the op itself. A result larger than
+// memory_limit_bytes is refused (c10::ValueError naming its shape and size).
 at::Tensor fresh_output(at::IntArrayRef shape, const at::TensorOptions& options);
 
 // Fresh outputs without fresh pages (fresh_output's cache). It keeps the storage of the

@@ -10,6 +10,9 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <utility>
+
+#include "replay/replay_checks.h"
 
 namespace obsaug::checkpoint {
 namespace {
@@ -257,14 +260,33 @@ Header read_header(CheckpointReader& r) {
   });
   need(r, kChecksumBytes, "the header checksum");
   r.check_so_far("header");
-  // Sizes from the header must fit in the bytes that follow before anything is allocated.
+  // Every value in its range (as the running buffer keeps it) before a size
+  // from the header is used; the sizes must then fit in the bytes that follow
+  // before anything is allocated (read_links, read_arrays).
   const ReplayOptions& o = h.options;
-  if (o.capacity < 1 || h.total_frames < 0) r.corrupt("capacity or frame count out of range");
-  for (int64_t s : o.frame_shape) {
-    if (s < 1 || s > kMaxSize) r.corrupt("frame_shape out of range");
+  for (const auto& [name, sizes] :
+       {std::pair{"frame_shape", &o.frame_shape}, std::pair{"action_shape", &o.action_shape}}) {
+    for (int64_t s : *sizes) {
+      if (s < 1 || s > kMaxSize) {
+        r.corrupt(std::string("header field '") + name + "' holds the size " + std::to_string(s) +
+                  ", outside [1, " + std::to_string(kMaxSize) + "]");
+      }
+    }
   }
-  for (int64_t s : o.action_shape) {
-    if (s < 1 || s > kMaxSize) r.corrupt("action_shape out of range");
+  try {
+    check_option_values(o, "");
+  } catch (const std::invalid_argument& e) {
+    r.corrupt(std::string("header: ") + e.what());
+  }
+  if (h.total_frames < 0 || h.total_frames > EpisodeRing::kMaxFrames) {
+    r.corrupt("header field 'total_frames' is " + std::to_string(h.total_frames) +
+              ", outside [0, 2^62 = " + std::to_string(EpisodeRing::kMaxFrames) +
+              "] (the frames a buffer counts)");
+  }
+  if (h.sample_calls > kMaxSampleCalls) {
+    r.corrupt("header field 'sample_calls' is " + std::to_string(h.sample_calls) +
+              ", beyond 2^62 = " + std::to_string(kMaxSampleCalls) +
+              " (the sample calls a buffer counts)");
   }
   return h;
 }
@@ -283,6 +305,10 @@ Links read_links(CheckpointReader& r, const Header& h) {
         break;
       case Part::kEnvCount:
         sections[i + 1].count = r.value<uint32_t>();  // the env records'
+        if (sections[i + 1].count > static_cast<uint64_t>(EpisodeRing::kMaxEnvs)) {
+          r.corrupt("the env count " + std::to_string(sections[i + 1].count) +
+                    " is more than 2^20 (env ids lie in [0, 2^20))");
+        }
         break;
       case Part::kEnvs:
         links.envs.resize(s.count);

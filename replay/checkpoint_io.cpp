@@ -1,17 +1,11 @@
-// Checkpoint files (replay/checkpoint_io.h), with POSIX I/O so that every
-// failure (ENOSPC, EIO) is seen and the data reaches the disk (fsync) before
-// the rename that publishes it.
+// Checkpoint files (replay/checkpoint_io.h): the checksum, buffered writes
+// into files::AtomicFile, buffered reads of a files::RegularFile.
 #include "replay/checkpoint_io.h"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <ctime>
 #include <stdexcept>
 
 namespace obsaug {
@@ -57,35 +51,12 @@ uint64_t Checksum::value() const {
   return (h ^ length_) * kPrime;
 }
 
-CheckpointWriter::CheckpointWriter(const std::string& target) : path_(target + ".tmp.XXXXXX") {
-  fd_ = ::mkostemp(path_.data(), O_CLOEXEC);
-  if (fd_ < 0) {
-    throw std::runtime_error("cannot create a temporary file beside " + target + ": " +
-                             errno_text());
-  }
-  // Locked from now until publish() or death: remove_abandoned_temporaries
-  // leaves locked files alone. (Where the file system has no flock, neither
-  // side can lock, and the sweep removes nothing.)
-  ::flock(fd_, LOCK_EX);
-  ::fchmod(fd_, 0644);  // mkstemp's 0600 would hide the checkpoint from the user's group
+CheckpointWriter::CheckpointWriter(const std::string& target) : file_(target) {
   buffer_.reserve(kBufferBytes);
 }
 
-CheckpointWriter::~CheckpointWriter() {
-  if (fd_ >= 0) {
-    ::close(fd_);
-    ::unlink(path_.c_str());
-  }
-}
-
 void CheckpointWriter::flush() {
-  size_t done = 0;
-  while (done < buffer_.size()) {
-    const ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw std::runtime_error("cannot write " + path_ + ": " + errno_text());
-    done += static_cast<size_t>(n);
-  }
+  file_.write(buffer_.data(), buffer_.size());
   buffer_.clear();
 }
 
@@ -114,31 +85,21 @@ void CheckpointWriter::finish() {
   const unsigned char* p = reinterpret_cast<const unsigned char*>(&sum);
   buffer_.insert(buffer_.end(), p, p + sizeof(sum));
   flush();
-  if (::fsync(fd_) != 0) throw std::runtime_error("cannot sync " + path_ + ": " + errno_text());
 }
 
-void CheckpointWriter::publish(const std::string& target, const std::string& dir) {
-  rename_and_sync(path_, target, dir);
-  // Written and synced before the rename: a late close error changes nothing on disk.
-  ::close(fd_);
-  fd_ = -1;
-}
+void CheckpointWriter::publish() { file_.commit(); }
 
 CheckpointReader::CheckpointReader(std::string path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) throw std::invalid_argument("cannot open " + path_ + ": " + errno_text());
-  struct stat st;
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd_);
-    throw std::invalid_argument(path_ + " is not a regular file");
+  try {
+    file_.emplace(path_);
+  } catch (const files::FileError& e) {  // a bad path is bad input, as a corrupt file is
+    throw std::invalid_argument(std::string("replay checkpoint: ") + e.what());
   }
-  size_ = static_cast<uint64_t>(st.st_size);
+  size_ = file_->size();
   buffer_.resize(kBufferBytes);
 }
 
-CheckpointReader::~CheckpointReader() {
-  if (fd_ >= 0) ::close(fd_);
-}
+CheckpointReader::~CheckpointReader() = default;
 
 void CheckpointReader::corrupt(const std::string& what) const {
   throw std::invalid_argument("replay checkpoint " + path_ + " is corrupt or truncated: " + what);
@@ -148,7 +109,7 @@ void CheckpointReader::fill() {
   buffer_pos_ = 0;
   buffer_len_ = 0;
   for (;;) {
-    const ssize_t n = ::read(fd_, buffer_.data(), buffer_.size());
+    const ssize_t n = ::read(file_->fd(), buffer_.data(), buffer_.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw std::runtime_error("cannot read " + path_ + ": " + errno_text());
     buffer_len_ = static_cast<size_t>(n);
@@ -211,56 +172,9 @@ void CheckpointReader::finish() {
   }
 }
 
-void make_directory(const std::string& dir) {
+void make_checkpoint_directory(const std::string& dir) {
   if (dir.empty()) throw std::invalid_argument("checkpoint directory is empty");
-  std::string partial;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = dir.find('/', pos + 1);
-    partial = dir.substr(0, pos);
-    if (partial.empty()) continue;
-    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
-      throw std::runtime_error("cannot create directory " + partial + ": " + errno_text());
-    }
-  }
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    throw std::runtime_error(dir + " is not a directory");
-  }
-}
-
-void remove_abandoned_temporaries(const std::string& dir, const std::string& name) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;
-  const std::string prefix = name + ".tmp";
-  const auto now = ::time(nullptr);
-  while (const dirent* e = ::readdir(d)) {
-    const std::string entry = e->d_name;
-    if (entry.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string path = dir + "/" + entry;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) continue;
-    struct stat st;
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && now - st.st_mtime > 60 &&
-        ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
-      ::unlink(path.c_str());
-    }
-    ::close(fd);
-  }
-  ::closedir(d);
-}
-
-void rename_and_sync(const std::string& from, const std::string& to, const std::string& dir) {
-  if (::rename(from.c_str(), to.c_str()) != 0) {
-    const std::string error = errno_text();
-    ::unlink(from.c_str());
-    throw std::runtime_error("cannot rename " + from + " to " + to + ": " + error);
-  }
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {  // makes the rename itself durable
-    ::fsync(fd);
-    ::close(fd);
-  }
+  files::make_directory(dir);  // FileError: a std::runtime_error
 }
 
 }  // namespace obsaug

@@ -1,15 +1,22 @@
 // Checksummed binary files for replay checkpoints. The writer streams into
-// `path` and finish() appends a 64-bit checksum of every byte before it,
-// flushes and fsyncs; the reader checks lengths against the bytes that are
-// really there (a corrupt length never allocates) and finish() checks the
-// checksum and that nothing trails it. Errors are std::runtime_error (I/O)
-// or std::invalid_argument (corrupt or truncated data), naming the file.
+// a temporary of its own beside the target (files/atomic_file.h, obsaug's one
+// atomic write) and finish() appends a 64-bit checksum of every byte before
+// it, flushes and fsyncs; the reader opens regular files only
+// (files/bounded_file.h: a FIFO or device is refused before any read),
+// checks lengths against the bytes that are really there (a corrupt length
+// never allocates) and finish() checks the checksum and that nothing trails
+// it. Errors are std::runtime_error (I/O) or std::invalid_argument (corrupt
+// or truncated data, or a path that is not a regular file), naming the file.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "files/atomic_file.h"
+#include "files/bounded_file.h"
 
 namespace obsaug {
 
@@ -30,9 +37,11 @@ class Checksum {
 class CheckpointWriter {
  public:
   // Creates a new file of its own beside `target`: target.tmp.XXXXXX
-  // (mkstemp), so writers of the same target never share one.
+  // (files::AtomicFile), so writers of the same target never share one; a
+  // target that exists as anything but a regular file is refused
+  // (std::runtime_error) and left alone.
   explicit CheckpointWriter(const std::string& target);
-  ~CheckpointWriter();  // unpublished: closes and removes the file
+  // Unpublished: closes and removes the temporary, only it.
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
@@ -45,22 +54,23 @@ class CheckpointWriter {
   // Writes the checksum of everything so far (a header's own check, read by
   // CheckpointReader::check_so_far before the reader allocates by its sizes).
   void checksum_so_far();
-  void finish();  // checksum, flush, fsync (the file stays open and locked)
-  // Renames the finished file over `target` (rename_and_sync), then closes
-  // it: it is locked until it has its final name.
-  void publish(const std::string& target, const std::string& dir);
-  const std::string& path() const { return path_; }
+  void finish();  // checksum, flush (the file stays open and locked)
+  // fsyncs the finished file and renames it over the target (and fsyncs
+  // the folder): it is locked until it has its final name.
+  void publish();
+  const std::string& path() const { return file_.temporary(); }
 
  private:
   void flush();
-  std::string path_;
-  int fd_ = -1;
+  files::AtomicFile file_;
   std::vector<unsigned char> buffer_;
   Checksum checksum_;
 };
 
 class CheckpointReader {
  public:
+  // std::invalid_argument when `path` cannot be opened or is not a regular
+  // file (a FIFO is refused without waiting for a writer).
   explicit CheckpointReader(std::string path);
   ~CheckpointReader();
   CheckpointReader(const CheckpointReader&) = delete;
@@ -86,7 +96,7 @@ class CheckpointReader {
  private:
   void fill();
   std::string path_;
-  int fd_ = -1;
+  std::optional<files::RegularFile> file_;
   uint64_t size_ = 0;
   uint64_t offset_ = 0;  // bytes consumed
   std::vector<unsigned char> buffer_;
@@ -100,26 +110,21 @@ class CheckpointReader {
 // the directory fsynced). On any error the temporary is removed and the
 // previous file stays as it was; of writers racing on one target, each
 // publishes a whole file and the last rename wins. A writer killed before
-// its rename leaves its temporary, which a write a minute later removes.
+// its rename leaves its temporary, which a write a minute later removes
+// (files::remove_abandoned_temporaries). `dir` is made (mkdir -p) first:
+// std::invalid_argument when it is empty, std::runtime_error when it cannot.
 template <typename Write>
 void write_atomically(const std::string& dir, const std::string& name, Write&& write);
-void make_directory(const std::string& dir);  // mkdir -p
-// Removes the temporaries (`name`.tmp*) in `dir` that writers killed before
-// their rename left behind: those no live writer holds locked (a writer
-// locks its file from creation to rename) and untouched for a minute (for
-// file systems whose locks other hosts do not see).
-void remove_abandoned_temporaries(const std::string& dir, const std::string& name);
-void rename_and_sync(const std::string& from, const std::string& to, const std::string& dir);
+void make_checkpoint_directory(const std::string& dir);
 
 template <typename Write>
 void write_atomically(const std::string& dir, const std::string& name, Write&& write) {
-  make_directory(dir);
-  const std::string target = dir + "/" + name;
-  CheckpointWriter writer(target);
-  remove_abandoned_temporaries(dir, name);
+  make_checkpoint_directory(dir);
+  CheckpointWriter writer(dir + "/" + name);
+  files::remove_abandoned_temporaries(dir, name);
   write(writer);
   writer.finish();
-  writer.publish(target, dir);
+  writer.publish();
 }
 
 }  // namespace obsaug

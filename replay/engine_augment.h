@@ -17,6 +17,9 @@ inline StackAugment augment_with(Engine& engine) {
     return engine.gather_augment(storage, indices, step, /*check_indices=*/false, at::Tensor(),
                                  next_obs ? OutputSite::kSampleNextObs : OutputSite::kSampleObs);
   };
+  augment.output_bytes = [&engine](const at::Tensor& storage, int64_t batch, int64_t stack) {
+    return engine.gather_output_bytes(storage, batch, stack);
+  };
   return augment;
 }
 

@@ -8,6 +8,7 @@
 #include "replay/episode_ring.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -36,7 +37,9 @@ int64_t EpisodeRing::logical_of(int64_t slot) const {
 }
 
 EpisodeRing::Env& EpisodeRing::env_state(int64_t env) {
-  if (env < 0) throw std::invalid_argument("env must be >= 0, got " + std::to_string(env));
+  if (env < 0 || env >= kMaxEnvs) {
+    throw std::invalid_argument("env ids must be in [0, 2^20), got " + std::to_string(env));
+  }
   if (static_cast<size_t>(env) >= envs_.size()) envs_.resize(static_cast<size_t>(env) + 1);
   return envs_[static_cast<size_t>(env)];
 }
@@ -112,6 +115,7 @@ int64_t EpisodeRing::begin_push() {
 }
 
 int64_t EpisodeRing::push_first(int64_t env) {
+  check_room(1);
   Env& e = env_state(env);
   changed_.clear();
   if (e.open && in_ring(e.last)) {  // the env's open episode ends here (truncated)
@@ -133,6 +137,7 @@ int64_t EpisodeRing::push(int64_t env, float reward, bool terminated, bool trunc
                                 " has no open episode: call add_first(frame) after a reset "
                                 "(and after terminated or truncated)");
   }
+  check_room(1);
   Env& e = envs_[static_cast<size_t>(env)];
   changed_.clear();
   const int64_t slot = begin_push();
@@ -177,25 +182,159 @@ SampledTransition EpisodeRing::transition(int64_t t) const {
   return out;
 }
 
-void EpisodeRing::restore(int64_t total, std::vector<Slot> slots, std::vector<Env> envs) {
+void EpisodeRing::check_room(int64_t count) const {
+  if (count > kMaxFrames - total_) {
+    throw std::overflow_error("the buffer has counted " + std::to_string(total_) + " frames; " +
+                              std::to_string(count) +
+                              " more would pass 2^62 = " + std::to_string(kMaxFrames) +
+                              ", the most it counts (a checkpoint near that count cannot grow)");
+  }
+}
+
+void EpisodeRing::check_state(int64_t total, const std::vector<Slot>& slots,
+                              const std::vector<Env>& envs) const {
   const auto fail = [](const std::string& what) {
     throw std::invalid_argument("replay state is inconsistent: " + what);
   };
-  if (total < 0) fail("negative frame count " + std::to_string(total));
+  if (total < 0 || total > kMaxFrames) {
+    fail("the frame count " + std::to_string(total) +
+         " is outside [0, 2^62 = " + std::to_string(kMaxFrames) + "]");
+  }
   if (static_cast<int64_t>(slots.size()) != capacity_) {
     fail(std::to_string(slots.size()) + " slots for capacity " + std::to_string(capacity_));
   }
+  if (static_cast<int64_t>(envs.size()) > kMaxEnvs) {
+    fail(std::to_string(envs.size()) + " envs, more than 2^20 (env ids lie in [0, 2^20))");
+  }
   const int64_t size = std::min(total, capacity_);
-  for (int64_t slot = 0; slot < size; ++slot) {
-    const int64_t t = slot + capacity_ * ((total - 1 - slot) / capacity_);
-    const Slot& s = slots[static_cast<size_t>(slot)];
-    if (s.prev < -1 || s.prev >= t || (s.next != -1 && (s.next <= t || s.next >= total))) {
-      fail("slot " + std::to_string(slot) + " links outside its frame's past/future");
+  const int64_t oldest = total - size;
+  const auto in_ring = [&](int64_t t) { return t >= oldest && t < total; };
+  const auto at = [&](int64_t t) -> const Slot& {
+    return slots[static_cast<size_t>(t % capacity_)];
+  };
+  const auto frame = [&](int64_t t) {
+    return "frame " + std::to_string(t) + " (slot " + std::to_string(t % capacity_) + ")";
+  };
+  const auto slot_text = [&](int64_t t) {
+    return "slot " + std::to_string(t % capacity_) + " (frame " + std::to_string(t) + ")";
+  };
+  std::vector<int64_t> gone_prevs;  // predecessors already overwritten
+  int64_t open_tails = 0;           // frames without a successor that have not ended
+  for (int64_t t = oldest; t < total; ++t) {
+    const Slot& s = at(t);
+    const std::string where = slot_text(t) + ": ";
+    if (s.terminated > 1 || s.ended > 1) {
+      fail(where + "'terminated' is " + std::to_string(s.terminated) + " and 'ended' " +
+           std::to_string(s.ended) + " (flags are 0 or 1)");
+    }
+    if (s.terminated && !s.ended) fail(where + "'terminated' is 1 but 'ended' is 0");
+    if (!std::isfinite(s.reward)) fail(where + "'reward' is " + std::to_string(s.reward));
+    if (s.prev < -1 || s.prev >= t) {
+      fail(where + "'prev' is " + std::to_string(s.prev) + ", not -1 or an earlier frame");
+    }
+    if (s.prev == -1 && (s.reward != 0.0f || s.terminated)) {
+      fail(where + "the first frame of an episode (its 'prev' is -1) has 'reward' " +
+           std::to_string(s.reward) + " and 'terminated' " + std::to_string(s.terminated) +
+           ", not 0 and 0 (no transition leads into it)");
+    }
+    if (s.prev >= 0 && in_ring(s.prev) && at(s.prev).next != t) {
+      fail(where + "'prev' is " + std::to_string(s.prev) + " but " + frame(s.prev) +
+           " has 'next' " + std::to_string(at(s.prev).next) + ", not " + std::to_string(t));
+    }
+    if (s.prev >= 0 && !in_ring(s.prev)) gone_prevs.push_back(s.prev);
+    if (s.next != -1) {
+      if (s.next <= t || s.next >= total) {
+        fail(where + "'next' is " + std::to_string(s.next) +
+             ", not -1 or a later frame of the ring (up to " + std::to_string(total - 1) + ")");
+      }
+      if (at(s.next).prev != t) {
+        fail(where + "'next' is " + std::to_string(s.next) + " but " + frame(s.next) +
+             " has 'prev' " + std::to_string(at(s.next).prev) + ", not " + std::to_string(t));
+      }
+      if (s.ended) fail(where + "'ended' is 1 but 'next' is " + std::to_string(s.next));
+    } else if (!s.ended) {
+      ++open_tails;
     }
   }
-  for (const Env& e : envs) {
-    if (e.last < -1 || e.last >= total) fail("an env's latest frame lies outside the ring");
+  std::sort(gone_prevs.begin(), gone_prevs.end());
+  const auto adjacent = std::adjacent_find(gone_prevs.begin(), gone_prevs.end());
+  if (adjacent != gone_prevs.end()) {
+    fail("two frames of the ring have 'prev' " + std::to_string(*adjacent) +
+         " (a frame has one successor)");
   }
+  std::vector<int64_t> lasts;
+  int64_t open_lasts_in_ring = 0;
+  for (size_t e = 0; e < envs.size(); ++e) {
+    const Env& env = envs[e];
+    const std::string where = "env " + std::to_string(e) + ": ";
+    if (env.last < -1 || env.last >= total) {
+      fail(where + "'last' is " + std::to_string(env.last) + ", not -1 or a frame written (< " +
+           std::to_string(total) + ")");
+    }
+    if (env.open > 1) fail(where + "'open' is " + std::to_string(env.open) + " (0 or 1)");
+    if (env.last == -1) {
+      if (env.open) fail(where + "'open' is 1 but 'last' is -1 (no frame)");
+      continue;
+    }
+    lasts.push_back(env.last);
+    if (!in_ring(env.last)) {
+      if (std::binary_search(gone_prevs.begin(), gone_prevs.end(), env.last)) {
+        fail(where + "'last' is " + std::to_string(env.last) +
+             ", the 'prev' of a later frame (an env's latest frame has no successor)");
+      }
+      continue;
+    }
+    const Slot& s = at(env.last);
+    if (env.open && (s.next != -1 || s.ended)) {
+      fail(where + "'open' is 1 but its 'last' " + frame(env.last) +
+           (s.ended ? " has ended"
+                    : " has a successor (its 'next' is " + std::to_string(s.next) + ")"));
+    }
+    if (!env.open && (!s.ended || s.prev == -1)) {
+      // an episode ends with its env's last frame only by a step that
+      // terminated or truncated (a reset ends it with an older frame)
+      fail(where + "'open' is 0 but its 'last' " + frame(env.last) +
+           (s.ended ? " is the first frame of an episode, which only a reset, with a later "
+                      "frame, ends"
+                    : " has not ended"));
+    }
+    open_lasts_in_ring += env.open;
+  }
+  std::sort(lasts.begin(), lasts.end());
+  const auto shared = std::adjacent_find(lasts.begin(), lasts.end());
+  if (shared != lasts.end()) {
+    fail("two envs have 'last' " + std::to_string(*shared) + " (a frame is one env's)");
+  }
+  if (open_tails != open_lasts_in_ring) {
+    for (int64_t t = oldest; t < total; ++t) {
+      if (at(t).next == -1 && !at(t).ended && !std::binary_search(lasts.begin(), lasts.end(), t)) {
+        fail(slot_text(t) +
+             ": it has no successor and has not ended, but it is no open env's "
+             "'last' (no env can continue its episode)");
+      }
+    }
+  }
+  // An episode that ended but is not its env's last was followed by a first
+  // frame of that env: from the newest frame back, each such end takes one
+  // of the first frames after it.
+  int64_t later_firsts = 0;
+  for (int64_t t = total - 1; t >= oldest; --t) {
+    const Slot& s = at(t);
+    if (s.ended && !std::binary_search(lasts.begin(), lasts.end(), t)) {
+      if (later_firsts == 0) {
+        fail(slot_text(t) +
+             ": its episode ended and it is no env's 'last', so its env went "
+             "on, but no first frame (one whose 'prev' is -1) of its own follows it");
+      }
+      --later_firsts;
+    }
+    if (s.prev == -1) ++later_firsts;
+  }
+}
+
+void EpisodeRing::restore(int64_t total, std::vector<Slot> slots, std::vector<Env> envs) {
+  check_state(total, slots, envs);
+  const int64_t size = std::min(total, capacity_);
   total_ = total;
   std::copy(slots.begin(), slots.end(), slots_.begin());  // into the huge pages
   envs_ = std::move(envs);

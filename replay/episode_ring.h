@@ -25,14 +25,24 @@ struct SampledTransition {
 
 class EpisodeRing {
  public:
+  // The most frames a ring counts (total()): 2^62, so that no index
+  // arithmetic on a logical index (t + capacity, t + n_step, ...) comes near
+  // int64's end; at 10^9 frames a second a run takes 146 years to get there.
+  static constexpr int64_t kMaxFrames = int64_t{1} << 62;
+  // Env ids are in [0, kMaxEnvs).
+  static constexpr int64_t kMaxEnvs = int64_t{1} << 20;
+
   EpisodeRing(int64_t capacity, int32_t stack, int32_t n_step, double gamma);
 
   // Writes the next frame (logical index total()) for `env`; returns its
   // slot. push_first starts an episode (closing the env's open one, which
   // then ends as truncated); push continues the env's open episode with the
-  // transition's reward and flags. Callers check can_continue first.
+  // transition's reward and flags. Callers check can_continue and
+  // check_room first (both push again check_room(1)).
   int64_t push_first(int64_t env);
   int64_t push(int64_t env, float reward, bool terminated, bool truncated);
+  // std::overflow_error unless `count` more frames keep total() <= kMaxFrames.
+  void check_room(int64_t count) const;
   // Whether `env` has an open episode that push may continue.
   bool can_continue(int64_t env) const;
 
@@ -69,8 +79,33 @@ class EpisodeRing {
   };
   const std::vector<Slot>& slots() const { return slots_; }
   const std::vector<Env>& envs() const { return envs_; }
-  // Replaces the state (arrays sized capacity / any) and recomputes validity;
-  // std::invalid_argument when the arrays are inconsistent.
+  // Throws std::invalid_argument ("replay state is inconsistent: slot 4
+  // (frame 10): ...", naming the slot or env, the field and what it should
+  // be) unless (total, slots, envs) is a state pushes could have made: the
+  // first min(total, capacity) slots hold the frames in the ring (slots
+  // beyond are not read); changes nothing. The invariants, for a frame t in
+  // the ring [oldest, total) (a "first frame" has prev -1):
+  //   - terminated and ended are 0 or 1; terminated implies ended; the
+  //     reward is finite, and 0 (not terminated) on a first frame;
+  //   - prev is -1 or an earlier frame; one in the ring has next == t, one
+  //     before it (overwritten) is the prev of no other frame and no env's
+  //     last;
+  //   - next is -1 or a later frame (< total) whose prev is t; an ended
+  //     frame has none;
+  //   - each env: last in [-1, total), open 0 or 1, open only with a last,
+  //     no two envs share a last; an open env's last, when in the ring, has
+  //     no successor and has not ended; a closed env's last, when in the
+  //     ring, has ended and is no first frame; every frame without a
+  //     successor that has not ended
+  //     is an open env's last;
+  //   - every episode that ended without being its env's last (the env went
+  //     on) is followed by a later first frame of that env: each such end
+  //     has a first frame after it, a different one for each.
+  // At most kMaxFrames frames, kMaxEnvs envs.
+  void check_state(int64_t total, const std::vector<Slot>& slots,
+                   const std::vector<Env>& envs) const;
+  // Replaces the state (arrays sized capacity / any) after check_state, and
+  // recomputes validity; on an exception nothing changed.
   void restore(int64_t total, std::vector<Slot> slots, std::vector<Env> envs);
 
   int32_t stack_size() const { return stack_; }

@@ -1,14 +1,11 @@
 // obsaug::ReplayBuffer (replay/replay_buffer.h; contract in docs/replay.md).
 #include "replay/replay_buffer.h"
 
-#include <ATen/Dispatch.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/zeros.h>
-#include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
-#include <c10/util/Half.h>
 #include <c10/util/irange.h>
 
 #include <algorithm>
@@ -18,17 +15,18 @@
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
-#include <unordered_set>
 
 #include "kernels/augment.h"
 #include "kernels/current_device.h"
 #include "kernels/huge_pages.h"
+#include "kernels/output_tensor.h"
 #include "kernels/philox.h"
 #include "kernels/plane_copy.h"
 #include "kernels/tensor_text.h"
 #include "replay/checkpoint_format.h"
 #include "replay/proportional.h"
 #include "replay/proportional_tree.h"
+#include "replay/replay_checks.h"
 
 #ifdef OBSAUG_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -43,72 +41,24 @@ constexpr int64_t kMaxBatch = int64_t{1} << 32;  // draws per sample call (Philo
 // Host bytes per slot besides the action: EpisodeRing's Slot (24) and
 // validity flag, and the batch-building scratch.
 constexpr int64_t kHostBytesPerSlot = 32;
+// Host bytes per draw of a sample besides its [S] index rows and action:
+// the draw's id, slot, weight and leaf weight (up to 24), its action slot,
+// reward, discount and weight rows (24), its index in the batch (8) and its
+// float32 weight (4), rounded up.
+constexpr uint64_t kSampleBytesPerDraw = 64;
 
 constexpr const char* kAllZeroPriorities =
     "every valid transition has priority 0, so none can be drawn; give some a positive "
     "priority with update_priorities";
 
-[[noreturn]] void bad(const std::string& where, const std::string& what) {
-  throw std::invalid_argument("ReplayBuffer." + where + ": " + what);
-}
-
-// A wrong dtype: c10::TypeError (TypeError in Python), where bad() is a ValueError.
-[[noreturn]] void bad_type(const std::string& where, const std::string& what) {
-  TORCH_CHECK_TYPE(false, "ReplayBuffer." + where + ": " + what);
-}
-
 ReplayOptions checked(ReplayOptions o) {
-  if (o.capacity < 1) bad("__init__", "capacity must be >= 1, got " + std::to_string(o.capacity));
-  if (o.capacity > (int64_t{1} << 32)) {  // below(r0, size) draws from 32 bits
-    bad("__init__",
-        "capacity must be at most 2^32 = 4294967296 slots (the uniform draw is 32 "
-        "bits), got " +
-            std::to_string(o.capacity));
-  }
-  if (o.frame_shape.size() != 3 || o.frame_shape[0] < 1 || o.frame_shape[1] < 1 ||
-      o.frame_shape[2] < 1) {
-    bad("__init__",
-        "frame_shape must be (C, H, W) with positive sizes, got " + shape_text(o.frame_shape));
-  }
-  if (o.frame_stack < 1 || o.frame_stack > 64) {
-    bad("__init__", "frame_stack must be in [1, 64], got " + std::to_string(o.frame_stack));
-  }
-  if (o.n_step < 1 || o.n_step > 1000) {
-    bad("__init__", "n_step must be in [1, 1000], got " + std::to_string(o.n_step));
-  }
-  if (!(o.gamma >= 0.0 && o.gamma <= 1.0)) {
-    bad("__init__", "gamma must be in [0, 1], got " + std::to_string(o.gamma));
-  }
-  if (!(o.alpha >= 0.0 && std::isfinite(o.alpha))) {
-    bad("__init__", "alpha must be finite and >= 0, got " + std::to_string(o.alpha));
-  }
-  if (!(o.beta >= 0.0 && std::isfinite(o.beta))) {
-    bad("__init__", "beta must be finite and >= 0, got " + std::to_string(o.beta));
-  }
-  if (o.action_shape.size() > 8) bad("__init__", "action_shape has more than 8 dimensions");
-  for (int64_t d : o.action_shape) {
-    if (d < 1)
-      bad("__init__", "action_shape sizes must be positive, got " + shape_text(o.action_shape));
-  }
-  if (std::find(std::begin(kActionDtypes), std::end(kActionDtypes), o.action_dtype) ==
-      std::end(kActionDtypes)) {
-    std::string known;
-    for (at::ScalarType t : kActionDtypes) known += (known.empty() ? "" : ", ") + dtype_name(t);
-    bad("__init__", "action_dtype must be one of " + known + ", got " + dtype_name(o.action_dtype));
-  }
-  const bool huge_frame =
-      o.frame_shape[0] > (1 << 16) || o.frame_shape[1] > (1 << 16) || o.frame_shape[2] > (1 << 16);
-  if (huge_frame ||
-      o.capacity > (int64_t{1} << 62) / (o.frame_shape[0] * o.frame_shape[1] * o.frame_shape[2])) {
-    bad("__init__", "capacity x frame_shape " + std::to_string(o.capacity) + " x " +
-                        shape_text(o.frame_shape) + " is too large to store");
-  }
+  check_option_values(o, "ReplayBuffer.__init__: ");
   if (!(o.device.is_cpu() || o.device.is_cuda())) {
-    bad("__init__", "device must be cpu or cuda, got " + o.device.str());
+    replay_bad("__init__", "device must be cpu or cuda, got " + o.device.str());
   }
   if (o.device.is_cuda() && !at::hasCUDA()) {
-    bad("__init__",
-        "device is " + o.device.str() + " but this process sees no CUDA device; use device='cpu'");
+    replay_bad("__init__", "device is " + o.device.str() +
+                               " but this process sees no CUDA device; use device='cpu'");
   }
   o.device = with_current_index(o.device);
   return o;
@@ -148,11 +98,11 @@ struct ReplayBuffer::Impl {
     const double on_host_mib = host_mib + (o.device.is_cpu() ? frame_mib + tree_mib : 0.0);
     const double ram_mib = static_cast<double>(physical_memory_bytes()) / (1 << 20);
     const auto too_large = [&](const std::string& why) {
-      bad("__init__", "capacity " + std::to_string(o.capacity) + " needs " +
-                          std::to_string(static_cast<int64_t>(frame_mib)) + " MiB of frames on " +
-                          o.device.str() + " and " +
-                          std::to_string(static_cast<int64_t>(host_mib)) +
-                          " MiB of host metadata: " + why);
+      replay_bad("__init__", "capacity " + std::to_string(o.capacity) + " needs " +
+                                 std::to_string(static_cast<int64_t>(frame_mib)) +
+                                 " MiB of frames on " + o.device.str() + " and " +
+                                 std::to_string(static_cast<int64_t>(host_mib)) +
+                                 " MiB of host metadata: " + why);
     };
     if (ram_mib > 0 && on_host_mib > ram_mib) {
       too_large("more than this machine's " + std::to_string(static_cast<int64_t>(ram_mib)) +
@@ -231,155 +181,6 @@ struct ReplayBuffer::Impl {
 
   // --- adding --------------------------------------------------------------
 
-  // Frames [C, H, W] or [N, C, H, W] as [N, C, H, W]; N and the env ids.
-  at::Tensor checked_frames(const at::Tensor& frames_in, const char* where, int64_t* n) const {
-    if (!frames_in.defined()) bad(where, "frame must be a tensor, got None");
-    if (!frames_in.device().is_cpu() && !frames_in.device().is_cuda()) {
-      bad(where, "frame must be on cpu or cuda, got " + describe(frames_in));
-    }
-    if (frames_in.layout() != at::kStrided) {
-      std::ostringstream layout;
-      layout << frames_in.layout();
-      bad_type(where, "frame must be a dense (strided) uint8 tensor, got a " + layout.str() +
-                          " tensor; pass frame.to_dense()");
-    }
-    const bool single = frames_in.dim() == 3;
-    const at::Tensor f = single ? frames_in.unsqueeze(0) : frames_in;
-    std::vector<int64_t> expected{o.frame_shape};
-    const std::string frame_must =
-        "frame must be uint8 " + shape_text(expected) + " (one env) or [N, " +
-        std::to_string(expected[0]) + ", " + std::to_string(expected[1]) + ", " +
-        std::to_string(expected[2]) + "] (N envs), got " + describe(frames_in);
-    if (f.scalar_type() != at::kByte) bad_type(where, frame_must);
-    if (f.dim() != 4 || std::vector<int64_t>(f.sizes().begin() + 1, f.sizes().end()) != expected) {
-      bad(where, frame_must);
-    }
-    *n = f.size(0);
-    if (*n < 1) bad(where, "frame holds no env (N = 0)");
-    if (*n > o.capacity) {
-      bad(where, "a batch of " + std::to_string(*n) + " frames exceeds capacity " +
-                     std::to_string(o.capacity));
-    }
-    return f;
-  }
-
-  // The env ids: as given (an empty list included, which names no env),
-  // or 0..N-1 when not given.
-  std::vector<int64_t> env_ids(const std::optional<std::vector<int64_t>>& envs, int64_t n,
-                               bool single, const char* where) const {
-    std::vector<int64_t> ids;
-    if (envs.has_value()) {
-      ids = *envs;
-    } else {
-      for (int64_t i = 0; i < n; ++i) ids.push_back(i);
-    }
-    if (static_cast<int64_t>(ids.size()) != n) {
-      bad(where, "env names " + std::to_string(ids.size()) + " envs for " + std::to_string(n) +
-                     (single ? " frame" : " frames"));
-    }
-    std::unordered_set<int64_t> seen;
-    for (int64_t e : ids) {
-      if (e < 0 || e >= (int64_t{1} << 20)) {
-        bad(where, "env ids must be in [0, 2^20), got " + std::to_string(e));
-      }
-      if (!seen.insert(e).second) bad(where, "env " + std::to_string(e) + " appears twice");
-    }
-    return ids;
-  }
-
-  // A per-env value as a host tensor [N] of `dtype`: given as [N], or as a
-  // scalar when `scalar_for_all` (one value for every env).
-  at::Tensor per_env(const at::Tensor& v, int64_t n, at::ScalarType dtype, const char* name,
-                     bool scalar_for_all, const char* where) const {
-    if (!v.defined()) bad(where, std::string(name) + " must be given");
-    if (!v.device().is_cpu() && !v.device().is_cuda()) {
-      bad(where, std::string(name) + " must be on cpu or cuda, got " + describe(v));
-    }
-    if (!((v.dim() == 0 && scalar_for_all) || (v.dim() == 1 && v.size(0) == n))) {
-      bad(where, std::string(name) + " must be " + (scalar_for_all ? "a scalar or " : "") +
-                     "[N] = [" + std::to_string(n) + "], one per env" +
-                     (scalar_for_all ? "" : " (a batched add takes each env's own value)") +
-                     ", got " + describe(v));
-    }
-    if (dtype == at::kBool && v.scalar_type() != at::kBool) {
-      bad_type(where, std::string(name) + " must be bool, got " + describe(v));
-    }
-    if (dtype != at::kBool && !(at::isFloatingType(v.scalar_type()) ||
-                                at::isIntegralType(v.scalar_type(), /*includeBool=*/false))) {
-      bad_type(where, std::string(name) + " must be a number, got " + describe(v));
-    }
-    return v.to(at::kCPU).to(dtype).expand({n}).contiguous();
-  }
-
-  at::Tensor checked_actions(const at::Tensor& action, int64_t n, bool single,
-                             const char* where) const {
-    if (!action.defined()) bad(where, "action must be given");
-    if (!action.device().is_cpu() && !action.device().is_cuda()) {
-      bad(where, "action must be on cpu or cuda, got " + describe(action));
-    }
-    std::vector<int64_t> expected = o.action_shape;
-    if (!single) expected.insert(expected.begin(), n);
-    if (std::vector<int64_t>(action.sizes().begin(), action.sizes().end()) != expected) {
-      bad(where, "action must have shape " + shape_text(expected) + " (action_shape" +
-                     (single ? "" : " with the N envs first") + "), got " + describe(action));
-    }
-    const bool want_float = at::isFloatingType(o.action_dtype);
-    const at::ScalarType got = action.scalar_type();
-    if (got == at::kBool || at::isComplexType(got) ||
-        (!want_float && !at::isIntegralType(got, /*includeBool=*/false))) {
-      bad_type(where,
-               "action must be " + dtype_name(o.action_dtype) +
-                   (want_float ? " (or another real dtype)" : " (or another integer dtype)") +
-                   ", got " + describe(action));
-    }
-    std::vector<int64_t> rows{n};
-    rows.insert(rows.end(), o.action_shape.begin(), o.action_shape.end());
-    at::Tensor a = action.to(at::kCPU).to(o.action_dtype).reshape(rows).contiguous();
-    if (!want_float && got != o.action_dtype &&
-        !a.to(got).equal(action.to(at::kCPU).reshape(a.sizes()))) {
-      bad(where, "action values do not fit action_dtype " + dtype_name(o.action_dtype));
-    }
-    if (want_float) check_finite_actions(a, action, where);
-    return a;
-  }
-
-  // Float actions, converted to action_dtype (`a`), must be finite: a NaN or
-  // infinite action, or a finite one beyond the dtype's range (1e5 into
-  // float16, which would turn into inf), is a ValueError naming it.
-  void check_finite_actions(const at::Tensor& a, const at::Tensor& given, const char* where) const {
-    int64_t bad_at = -1;
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, a.scalar_type(), "actions", [&] {
-      const scalar_t* p = a.data_ptr<scalar_t>();
-      for (int64_t i = 0; i < a.numel() && bad_at < 0; ++i) {
-        if (!std::isfinite(static_cast<double>(p[i]))) bad_at = i;
-      }
-    });
-    if (bad_at < 0) return;
-    const double value = given.to(at::kCPU).reshape(-1)[bad_at].item<double>();
-    std::ostringstream what;
-    what << "action must be finite, got " << value << " at element " << bad_at;
-    if (std::isfinite(value)) {
-      what << ", beyond the range of action_dtype " << dtype_name(o.action_dtype) << " (+-"
-           << largest_finite(o.action_dtype) << ")";
-    } else if (std::isnan(value)) {
-      what << " (a NaN action is a bug where the action was computed)";
-    }
-    bad(where, what.str());
-  }
-
-  static double largest_finite(at::ScalarType t) {
-    switch (t) {
-      case at::kHalf:
-        return static_cast<double>(std::numeric_limits<at::Half>::max());
-      case at::kBFloat16:
-        return static_cast<double>(std::numeric_limits<at::BFloat16>::max());
-      case at::kFloat:
-        return static_cast<double>(std::numeric_limits<float>::max());
-      default:
-        return std::numeric_limits<double>::max();
-    }
-  }
-
   // Frames [N, C, H, W] (checked) ready to be written into the next N
   // slots without another conversion: contiguous, on the buffer's device,
   // and a copy when they are a view of the storage itself (the rows written
@@ -393,6 +194,7 @@ struct ReplayBuffer::Impl {
   StagedFrames staged(const at::Tensor& f) const {
     StagedFrames s;
     const int64_t n = f.size(0);
+    ring.check_room(n);  // the frame count stays at most 2^62
     const at::Tensor own = f.is_alias_of(frames) ? f.clone() : f;
     s.frames = own.to(o.device).contiguous();
     for (int64_t i = 0; i < n; ++i) s.slots.push_back(ring.slot_of(ring.total() + i));
@@ -426,11 +228,12 @@ struct ReplayBuffer::Impl {
     const int64_t n = static_cast<int64_t>(ids.size());
     for (int64_t i = 0; i < n; ++i) {
       if (!std::isfinite(rewards[i])) {
-        bad("add", "reward must be finite, got " + std::to_string(rewards[i]) + " for env " +
-                       std::to_string(ids[static_cast<size_t>(i)]));
+        replay_bad("add", "reward must be finite, got " + std::to_string(rewards[i]) + " for env " +
+                              std::to_string(ids[static_cast<size_t>(i)]));
       }
       if (!ring.can_continue(ids[static_cast<size_t>(i)])) {
-        bad("add", "env " + std::to_string(ids[static_cast<size_t>(i)]) +
+        replay_bad("add",
+                   "env " + std::to_string(ids[static_cast<size_t>(i)]) +
                        " has no open episode: call add_first(frame) after a reset (and after "
                        "terminated or truncated)");
       }
@@ -515,32 +318,58 @@ struct ReplayBuffer::Impl {
 #endif
   }
 
-  // A checksum guards against damage, not against a buggy writer: every
-  // loaded weight p^alpha, and the priority new frames get, must be one
-  // update_priorities could have set.
-  void check_loaded_priorities(const CheckpointReader& r) const {
-    const auto settable = [&](double weight) {
-      return std::isfinite(weight) && weight >= 0 && weight <= largest_weight();
-    };
-    if (!(max_priority > 0) || !settable(std::pow(max_priority, o.alpha))) {
-      r.corrupt("max_priority " + std::to_string(max_priority) +
-                " (it must be finite and positive, with p^alpha at most " +
-                std::to_string(largest_weight()) + ")");
-    }
-    for (size_t s = 0; s < priority.size(); ++s) {
-      if (!settable(priority[s])) {
-        r.corrupt("the priority weight of slot " + std::to_string(s) + " is " +
-                  std::to_string(priority[s]) + " (it must be finite, >= 0 and at most " +
-                  std::to_string(largest_weight()) + ")");
-      }
-    }
-  }
-
   void set_new_priority(int64_t slot) {
     if (o.prioritized) priority[static_cast<size_t>(slot)] = std::pow(max_priority, o.alpha);
   }
 
   // --- sampling -------------------------------------------------------------
+
+  void check_call_room() const {
+    if (calls >= kMaxSampleCalls) {
+      throw std::overflow_error("ReplayBuffer.sample: the buffer has counted " +
+                                std::to_string(calls) + " sample calls, 2^62, the most it counts");
+    }
+  }
+
+  // What a sample of `batch` draws allocates, against the limit of
+  // memory_limit_bytes (kernels/output_tensor.h), before any of it is
+  // allocated (README "Memory"): on the host, per draw, its slot and weight,
+  // its rows (the [S] obs and next_obs indices, action, reward, discount),
+  // and, for a CPU buffer, the obs and next_obs outputs; a CUDA buffer's
+  // outputs and rows on its device.
+  void check_sample_memory(int64_t batch, const StackAugment* augment) const {
+    const auto sum = [](uint64_t a, uint64_t b) {  // saturating: a hostile size never wraps
+      uint64_t n = 0;
+      return __builtin_add_overflow(a, b, &n) ? UINT64_MAX : n;
+    };
+    const uint64_t S = static_cast<uint64_t>(o.frame_stack);
+    const uint64_t row = kSampleBytesPerDraw + 16 * S + static_cast<uint64_t>(action_bytes());
+    const uint64_t one_output = augment != nullptr
+                                    ? augment->output_bytes(frames, batch, o.frame_stack)
+                                    : ops::result_bytes({batch, o.frame_stack * o.frame_shape[0],
+                                                         o.frame_shape[1], o.frame_shape[2]},
+                                                        at::TensorOptions().dtype(at::kByte));
+    const uint64_t outputs = sum(one_output, one_output);
+    const uint64_t rows =
+        ops::result_bytes({batch, static_cast<int64_t>(row)}, at::TensorOptions().dtype(at::kByte));
+    const bool on_cpu = o.device.is_cpu();
+    const uint64_t host = sum(rows, on_cpu ? outputs : 0);
+    const auto check = [&](uint64_t bytes, c10::Device where, const std::string& what) {
+      const uint64_t limit = ops::memory_limit_bytes(where);
+      if (limit > 0 && bytes > limit) {
+        replay_bad("sample", "batch size " + std::to_string(batch) + " needs " +
+                                 ops::bytes_text(bytes) + " of " + what + ", more than the " +
+                                 ops::bytes_text(limit) + " of " + where.str() +
+                                 " memory a call may take; lower the batch size");
+      }
+    };
+    check(host, c10::Device(c10::kCPU),
+          "host memory (" + std::to_string(row) + " bytes per draw for its slot and rows" +
+              (on_cpu ? ", and the obs and next_obs outputs: " + ops::bytes_text(outputs)
+                      : std::string()) +
+              ")");
+    if (!on_cpu) check(sum(outputs, rows), o.device, "device memory (the outputs and rows)");
+  }
 
   std::vector<int64_t> uniform_slots(int64_t batch) const {
     std::vector<int64_t> ids(static_cast<size_t>(batch));
@@ -553,7 +382,7 @@ struct ReplayBuffer::Impl {
     const int64_t batch = static_cast<int64_t>(ids.size());
     std::vector<int64_t> out(static_cast<size_t>(batch));
     const uint64_t size = static_cast<uint64_t>(ring.size());  // up to 2^32
-    std::vector<int64_t> valid_slots;  // built only when rejection fails
+    std::vector<int64_t> valid_slots;                          // built only when rejection fails
     for (int64_t b = 0; b < batch; ++b) {
       int64_t chosen = -1;
       Philox4 r{};
@@ -609,7 +438,7 @@ struct ReplayBuffer::Impl {
 #endif
     }
     const double smallest = drawn[static_cast<size_t>(batch)];
-    if (!(drawn[static_cast<size_t>(batch) + 1] > 0.0)) bad("sample", kAllZeroPriorities);
+    if (!(drawn[static_cast<size_t>(batch) + 1] > 0.0)) replay_bad("sample", kAllZeroPriorities);
     weights->resize(static_cast<size_t>(batch));
     for (int64_t b = 0; b < batch; ++b) {
       (*weights)[static_cast<size_t>(b)] =
@@ -637,7 +466,7 @@ struct ReplayBuffer::Impl {
   double slots_at(const std::vector<double>& fractions, std::vector<int64_t>* slots) const {
     const HostTree h = host_tree();
     const double total = tree::sum_at(h.view, 1);
-    if (!(total > 0.0)) bad("sample", kAllZeroPriorities);
+    if (!(total > 0.0)) replay_bad("sample", kAllZeroPriorities);
     slots->resize(fractions.size());
     for (size_t i = 0; i < fractions.size(); ++i)
       (*slots)[i] = tree::descend(tree::sums(h.view), leaves, mul_rn(fractions[i], total));
@@ -715,8 +544,8 @@ void ReplayBuffer::add_first(const at::Tensor& frames,
   const std::lock_guard<std::mutex> hold(impl_->mutex);
   Impl& d = *impl_;
   int64_t n = 0;
-  const at::Tensor f = d.checked_frames(frames, "add_first", &n);
-  const std::vector<int64_t> ids = d.env_ids(envs, n, frames.dim() == 3, "add_first");
+  const at::Tensor f = checked_frames(d.o, frames, "add_first", &n);
+  const std::vector<int64_t> ids = checked_env_ids(envs, n, frames.dim() == 3, "add_first");
   d.add_firsts(f, ids);
 }
 
@@ -726,15 +555,15 @@ void ReplayBuffer::add(const at::Tensor& action, const at::Tensor& reward, const
   const std::lock_guard<std::mutex> hold(impl_->mutex);
   Impl& d = *impl_;
   int64_t n = 0;
-  const at::Tensor f = d.checked_frames(frames, "add", &n);
+  const at::Tensor f = checked_frames(d.o, frames, "add", &n);
   const bool single = frames.dim() == 3;
-  const std::vector<int64_t> ids = d.env_ids(envs, n, single, "add");
-  const at::Tensor a = d.checked_actions(action, n, single, "add");
+  const std::vector<int64_t> ids = checked_env_ids(envs, n, single, "add");
+  const at::Tensor a = checked_actions(d.o, action, n, single, "add");
   // A batch's reward is one per env ([N]); one env's may be a scalar. The
   // flags may be one bool for all.
-  const at::Tensor r = d.per_env(reward, n, at::kFloat, "reward", single, "add");
-  const at::Tensor term = d.per_env(terminated, n, at::kBool, "terminated", true, "add");
-  const at::Tensor trunc = d.per_env(truncated, n, at::kBool, "truncated", true, "add");
+  const at::Tensor r = checked_per_env(reward, n, at::kFloat, "reward", single, "add");
+  const at::Tensor term = checked_per_env(terminated, n, at::kBool, "terminated", true, "add");
+  const at::Tensor trunc = checked_per_env(truncated, n, at::kBool, "truncated", true, "add");
   d.add_steps(f, ids, a, r.data_ptr<float>(), term.data_ptr<bool>(), trunc.data_ptr<bool>());
 }
 
@@ -744,11 +573,11 @@ void ReplayBuffer::add(const at::Tensor& action, double reward, const at::Tensor
   Impl& d = *impl_;
   int64_t n = 0;
   if (frame.defined() && frame.dim() != 3) {
-    bad("add", "this form takes one env's frame [C, H, W]; pass tensors for a batch");
+    replay_bad("add", "this form takes one env's frame [C, H, W]; pass tensors for a batch");
   }
-  const at::Tensor f = d.checked_frames(frame, "add", &n);
-  const std::vector<int64_t> ids = d.env_ids(std::vector<int64_t>{env}, 1, true, "add");
-  const at::Tensor a = d.checked_actions(action, 1, true, "add");
+  const at::Tensor f = checked_frames(d.o, frame, "add", &n);
+  const std::vector<int64_t> ids = checked_env_ids(std::vector<int64_t>{env}, 1, true, "add");
+  const at::Tensor a = checked_actions(d.o, action, 1, true, "add");
   const float r = static_cast<float>(reward);
   d.add_steps(f, ids, a, &r, &terminated, &truncated);
 }
@@ -758,25 +587,28 @@ ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
   const std::lock_guard<std::mutex> hold(impl_->mutex);
   Impl& d = *impl_;
   const int64_t valid = d.ring.num_valid();
-  if (batch < 1) bad("sample", "batch size must be >= 1, got " + std::to_string(batch));
+  if (batch < 1) replay_bad("sample", "batch size must be >= 1, got " + std::to_string(batch));
   if (valid == 0) {  // sampling is with replacement: any batch size once one is valid
-    bad("sample", "cannot sample " + std::to_string(batch) +
-                      " transitions: 0 valid transitions stored (" + std::to_string(d.ring.size()) +
-                      " frames stored, and a transition needs its next frame" +
-                      (d.o.n_step > 1 ? " and n_step frames of future or an episode end" : "") +
-                      ")");
+    replay_bad("sample",
+               "cannot sample " + std::to_string(batch) +
+                   " transitions: 0 valid transitions stored (" + std::to_string(d.ring.size()) +
+                   " frames stored, and a transition needs its next frame" +
+                   (d.o.n_step > 1 ? " and n_step frames of future or an episode end" : "") + ")");
   }
   if (batch > kMaxBatch) {  // the batch index is the Philox counter's 32-bit b word
-    bad("sample", "batch size " + std::to_string(batch) + " exceeds " + std::to_string(kMaxBatch) +
-                      ", the most draws one call can make");
+    replay_bad("sample", "batch size " + std::to_string(batch) + " exceeds " +
+                             std::to_string(kMaxBatch) + ", the most draws one call can make");
   }
   const double b_exp = beta.value_or(d.o.beta);
   if (!(b_exp >= 0.0 && std::isfinite(b_exp))) {
-    bad("sample", "beta must be finite and >= 0, got " + std::to_string(b_exp));
+    replay_bad("sample", "beta must be finite and >= 0, got " + std::to_string(b_exp));
   }
-  if (augment != nullptr && (!augment->gather || !augment->reserve_steps)) {
-    bad("sample", "augment has no gather/reserve_steps functions");
+  if (augment != nullptr &&
+      (!augment->gather || !augment->reserve_steps || !augment->output_bytes)) {
+    replay_bad("sample", "augment has no gather/reserve_steps/output_bytes functions");
   }
+  d.check_sample_memory(batch, augment);
+  d.check_call_room();
   std::vector<float> weights;
   const std::vector<int64_t> slots =
       d.o.prioritized ? d.prioritized_slots(batch, b_exp, &weights) : d.uniform_slots(batch);
@@ -807,27 +639,29 @@ ReplayBatch ReplayBuffer::sample(int64_t batch, const StackAugment* augment,
 // Caller holds the mutex.
 ReplayBuffer::Impl::CheckedPriorities ReplayBuffer::Impl::checked_priorities(
     const at::Tensor& indices, const at::Tensor& priorities) const {
-  if (!o.prioritized) bad("update_priorities", "the buffer was built with prioritized=False");
+  if (!o.prioritized)
+    replay_bad("update_priorities", "the buffer was built with prioritized=False");
   if (!indices.defined() || !priorities.defined()) {
-    bad("update_priorities", "indices and priorities must be tensors");
+    replay_bad("update_priorities", "indices and priorities must be tensors");
   }
   if (at::isFloatingType(indices.scalar_type()) ||
       !at::isIntegralType(indices.scalar_type(), false)) {
-    bad_type("update_priorities",
-             "indices must be an integer tensor [K], got " + describe(indices));
+    replay_bad_type("update_priorities",
+                    "indices must be an integer tensor [K], got " + describe(indices));
   }
   if (indices.dim() != 1) {
-    bad("update_priorities", "indices must be an integer tensor [K], got " + describe(indices));
+    replay_bad("update_priorities",
+               "indices must be an integer tensor [K], got " + describe(indices));
   }
   const std::string priorities_must =
       "priorities must be a real tensor [K] with K = " + std::to_string(indices.size(0)) +
       " (a float or integer dtype), got " + describe(priorities);
   if (!(at::isFloatingType(priorities.scalar_type()) ||
         at::isIntegralType(priorities.scalar_type(), /*includeBool=*/false))) {
-    bad_type("update_priorities", priorities_must);  // bool, complex: the wrong dtype
+    replay_bad_type("update_priorities", priorities_must);  // bool, complex: the wrong dtype
   }
   if (priorities.dim() != 1 || priorities.size(0) != indices.size(0)) {
-    bad("update_priorities", priorities_must);
+    replay_bad("update_priorities", priorities_must);
   }
   const at::Tensor idx = indices.to(at::kCPU).to(at::kLong).contiguous();
   const at::Tensor pri = priorities.to(at::kCPU).to(at::kDouble).contiguous();
@@ -846,8 +680,9 @@ ReplayBuffer::Impl::CheckedPriorities ReplayBuffer::Impl::checked_priorities(
                               " is not a stored slot [0, " + std::to_string(ring.size()) + ")");
     }
     if (!std::isfinite(pp[i]) || pp[i] < 0) {
-      bad("update_priorities", "priorities must be finite and >= 0, got " + std::to_string(pp[i]) +
-                                   " at position " + std::to_string(i));
+      replay_bad("update_priorities", "priorities must be finite and >= 0, got " +
+                                          std::to_string(pp[i]) + " at position " +
+                                          std::to_string(i));
     }
     __builtin_prefetch(priority.data() + ip[i], 1);  // the write below then hits
     if (leaves_on_host) __builtin_prefetch(&tree::sum_at(view, leaves + ip[i]), 1);
@@ -858,7 +693,7 @@ ReplayBuffer::Impl::CheckedPriorities ReplayBuffer::Impl::checked_priorities(
            << " gives p^alpha = " << q[static_cast<size_t>(i)] << " (alpha " << o.alpha
            << "), above " << largest_weight() << ", the most that keeps the sum over " << leaves
            << " slots finite";
-      bad("update_priorities", what.str());
+      replay_bad("update_priorities", what.str());
     }
   }
   return {idx, pri, std::move(q)};
@@ -902,12 +737,16 @@ void ReplayBuffer::save(const std::string& dir) const {
 }
 
 ReplayBuffer ReplayBuffer::load(const std::string& dir, std::optional<c10::Device> device) {
+  // Everything the file holds is checked after its checksums and before the
+  // buffer is returned: the header's values (read_header), the episode links
+  // (EpisodeRing::check_state), the actions and the priorities; a refusal
+  // names the field and the slot.
   CheckpointReader r(dir + "/" + checkpoint::kFileName);
   const checkpoint::Header h = checkpoint::read_header(r);
   ReplayOptions o = h.options;
   o.device = device.value_or(c10::Device(c10::kCPU));
   checkpoint::Links links = checkpoint::read_links(r, h);
-  ReplayBuffer rb{o};  // checks the options (std::invalid_argument names a bad one)
+  ReplayBuffer rb{o};  // refuses a buffer this machine cannot hold, naming its size
   Impl& d = *rb.impl_;
   checkpoint::read_arrays(r, h, d.priority.data(), d.actions, d.frames);
   links.slots.resize(static_cast<size_t>(o.capacity));
@@ -916,11 +755,13 @@ ReplayBuffer ReplayBuffer::load(const std::string& dir, std::optional<c10::Devic
   } catch (const std::invalid_argument& e) {
     r.corrupt(e.what());
   }
+  check_loaded_actions(r, d.actions, checkpoint::stored_frames(h));
   d.calls = h.sample_calls;
   d.max_priority = h.max_priority;
   if (o.prioritized) {
-    d.check_loaded_priorities(r);
-    // The trees are derived state: rebuilt from the priorities.
+    check_loaded_priorities(r, d.priority, d.max_priority, o.alpha, d.largest_weight());
+    // The trees are derived state: rebuilt from the priorities (each leaf
+    // at most largest_weight, so every sum is finite).
     std::vector<int64_t> all(static_cast<size_t>(o.capacity));
     for (int64_t s = 0; s < o.capacity; ++s) all[static_cast<size_t>(s)] = s;
     d.refresh_weights(std::move(all));
@@ -960,10 +801,10 @@ void shard_draws(uint64_t seed, uint64_t call, int64_t first_id, int64_t batch,
 std::vector<int64_t> ReplayBuffer::uniform_slots_for(uint64_t call,
                                                      const std::vector<int64_t>& draw_ids) const {
   const std::lock_guard<std::mutex> hold(impl_->mutex);
-  if (impl_->ring.num_valid() == 0) bad("uniform_slots_for", "no valid transition stored");
+  if (impl_->ring.num_valid() == 0) replay_bad("uniform_slots_for", "no valid transition stored");
   for (int64_t id : draw_ids) {
     if (id < 0 || id >= kMaxBatch) {
-      bad("uniform_slots_for", "draw ids must lie in [0, 2^32), got " + std::to_string(id));
+      replay_bad("uniform_slots_for", "draw ids must lie in [0, 2^32), got " + std::to_string(id));
     }
   }
   return impl_->uniform_slots_for(call, draw_ids);
@@ -972,10 +813,10 @@ std::vector<int64_t> ReplayBuffer::uniform_slots_for(uint64_t call,
 std::vector<int64_t> ReplayBuffer::priority_slots_for(const std::vector<double>& fractions) {
   const std::lock_guard<std::mutex> hold(impl_->mutex);
   if (!impl_->o.prioritized)
-    bad("priority_slots_for", "the buffer was built with prioritized=False");
+    replay_bad("priority_slots_for", "the buffer was built with prioritized=False");
   for (double f : fractions) {
     if (!(f >= 0.0 && f < 1.0)) {
-      bad("priority_slots_for", "fractions must lie in [0, 1), got " + std::to_string(f));
+      replay_bad("priority_slots_for", "fractions must lie in [0, 1), got " + std::to_string(f));
     }
   }
   std::vector<int64_t> slots;
@@ -1011,6 +852,7 @@ TransitionRows ReplayBuffer::rows_at(const std::vector<int64_t>& slots) const {
 
 void ReplayBuffer::count_sample_call() {
   const std::lock_guard<std::mutex> hold(impl_->mutex);
+  impl_->check_call_room();
   ++impl_->calls;
 }
 

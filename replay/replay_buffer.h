@@ -30,6 +30,11 @@ namespace obsaug {
 inline constexpr at::ScalarType kActionDtypes[] = {at::kFloat, at::kDouble, at::kLong,    at::kInt,
                                                    at::kByte,  at::kHalf,   at::kBFloat16};
 
+// The most sample calls a buffer counts (sample_calls(), the Philox counter's
+// call words): 2^62, far beyond any run; a checkpoint with more is refused,
+// and a buffer at the cap refuses to sample (std::overflow_error).
+inline constexpr uint64_t kMaxSampleCalls = uint64_t{1} << 62;
+
 struct ReplayOptions {
   int64_t capacity = 100000;                    // frames stored
   std::vector<int64_t> frame_shape{3, 84, 84};  // C, H, W
@@ -81,6 +86,10 @@ struct StackAugment {
   std::function<at::Tensor(const at::Tensor& storage, const at::Tensor& indices, uint64_t step,
                            bool next_obs)>
       gather;
+  // Bytes of one output gather() makes for `batch` stacks of `stack` frames
+  // of `storage`: what sample() checks against the memory limit before it
+  // allocates anything.
+  std::function<uint64_t(const at::Tensor& storage, int64_t batch, int64_t stack)> output_bytes;
 };
 
 class ReplayBuffer {
@@ -112,7 +121,11 @@ class ReplayBuffer {
 
   // B transitions by the buffer's sampler; obs / next_obs gathered (and
   // augmented when `augment` is given: steps s, s+1, or s, s when
-  // share_augmentation) in one pass each.
+  // share_augmentation) in one pass each. std::invalid_argument for B < 1,
+  // B > 2^32, no valid transition, or a B whose draws, rows and outputs
+  // would take more than memory_limit_bytes (kernels/output_tensor.h),
+  // checked before anything is allocated; std::overflow_error after
+  // kMaxSampleCalls calls.
   ReplayBatch sample(int64_t batch, const StackAugment* augment = nullptr,
                      bool share_augmentation = false, std::optional<double> beta = std::nullopt);
   // indices [K] slots, priorities [K] finite >= 0 (prioritized buffers only).

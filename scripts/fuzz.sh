@@ -16,7 +16,8 @@ export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZ
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_decode fuzz_tar fuzz_config fuzz_replay_checkpoint)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_decode fuzz_tar fuzz_config fuzz_replay_checkpoint
+                                     fuzz_replay_fields)
 build_dir="${OBSAUG_FUZZ_BUILD_DIR:-build-fuzz}"
 if [ ! -f "$build_dir/build.ninja" ]; then
   mkdir -p "$build_dir"
@@ -28,11 +29,15 @@ if [ ! -f "$build_dir/build.ninja" ]; then
 fi
 ninja -C "$build_dir" "${targets[@]}"
 
-# Seed corpora, made once from the project's data.
+# Seed corpora, made once from the project's data (again when a target's is missing).
 seeds="$build_dir/seeds"
-if [ ! -d "$seeds" ]; then
-  .venv/bin/python scripts/make_fuzz_seeds.py "$seeds"
-fi
+for target in "${targets[@]}"; do
+  if [ ! -d "$seeds/$target" ]; then
+    rm -rf "$seeds"
+    .venv/bin/python scripts/make_fuzz_seeds.py "$seeds"
+    break
+  fi
+done
 
 export ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"

@@ -5,6 +5,8 @@ progressive), re-encoded small so each run is fast, plus grayscale and CMYK
 JPEGs and a palette PNG with alpha. fuzz_tar: ustar, GNU long-name and pax
 shards of those images. fuzz_config: the presets in configs/. fuzz_replay_checkpoint:
 small replay checkpoints (uniform and prioritized, wrapped ring, parallel envs).
+fuzz_replay_fields: edit scripts (tests/fuzz/fuzz_replay_fields.cpp): each base
+checkpoint unedited, one edit of each kind, and sixteen edits.
 Usage: make_fuzz_seeds.py OUT_DIR
 """
 import io
@@ -90,12 +92,27 @@ def replay_seeds(out: pathlib.Path):
         d.rmdir()
 
 
+def replay_field_seeds(out: pathlib.Path):
+    """Edit scripts: byte 0 the base, then [kind][index][8 value bytes] per edit."""
+    out.mkdir(parents=True, exist_ok=True)
+    for base in range(5):
+        (out / f"base{base}").write_bytes(bytes([base]))
+        for kind in range(8):
+            value = (kind * 0x0101010101010101 + 0x80 * (kind % 2)).to_bytes(8, "little")
+            (out / f"base{base}_edit{kind}").write_bytes(bytes([base, kind, 3]) + value)
+        many = bytes([base])  # 16 edits, one of each kind twice
+        for k in range(16):
+            many += bytes([k % 8, k]) + (k * 0x0102030405060708 & (2**64 - 1)).to_bytes(8, "little")
+        (out / f"base{base}_many").write_bytes(many)
+
+
 def main():
     out = pathlib.Path(sys.argv[1])
     images = decode_seeds(out / "fuzz_decode")
     tar_seeds(out / "fuzz_tar", images)
     config_seeds(out / "fuzz_config")
     replay_seeds(out / "fuzz_replay_checkpoint")
+    replay_field_seeds(out / "fuzz_replay_fields")
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ for mode in "${modes[@]}"; do
     asan)
       echo "== C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer =="
       configure build-asan OBSAUG_ASAN || { status=1; continue; }
-      tests=(tests/obsaug_tests tests/engine/obsaug_source_tests tests/engine/obsaug_decode_tests
+      tests=(tests/obsaug_tests tests/files/obsaug_files_tests tests/engine/obsaug_source_tests tests/engine/obsaug_decode_tests
              tests/engine/obsaug_pool_tests tests/engine/obsaug_config_tests
              tests/engine/obsaug_engine_tests tests/replay/obsaug_replay_tests tests/tools/obsaug_tools_tests
              tests/cuda_emulation/obsaug_cuda_emulation_tests)

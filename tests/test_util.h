@@ -1,6 +1,6 @@
 // Helpers shared by every C++ test (tests/kernels, tests/engine, tests/replay):
 // the thrown error and its message, a self-deleting temporary folder, small
-// file readers and writers. Torch-free, so the engine tests that do not link
+// file readers and writers, a file-size limit. Torch-free, so the engine tests that do not link
 // torch include it too; a c10::Error's message is taken without its backtrace.
 //
 // Each kind of bad input has one exception type (README, "Errors"): in C++
@@ -12,7 +12,9 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
+#include <csignal>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -117,6 +119,29 @@ class ScopedEnv {
  private:
   std::string name_;
   std::optional<std::string> old_;
+};
+
+// A file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored: a write past it fails
+// with EFBIG) for the object's lifetime, standing in for a full disk.
+class ScopedFileSizeLimit {
+ public:
+  explicit ScopedFileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &old_);
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = old_;
+    small.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &small);
+  }
+  ~ScopedFileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+  ScopedFileSizeLimit(const ScopedFileSizeLimit&) = delete;
+  ScopedFileSizeLimit& operator=(const ScopedFileSizeLimit&) = delete;
+
+ private:
+  struct rlimit old_;
+  void (*old_handler_)(int) = SIG_DFL;
 };
 
 // Writes `bytes` to `path`, creating its parent folders.

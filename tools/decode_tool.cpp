@@ -18,6 +18,8 @@
 
 #include "engine/decode/decode.h"
 #include "engine/source/image_source.h"
+#include "files/atomic_file.h"
+#include "files/bounded_file.h"
 #include "tools/decode_spec_args.h"
 
 namespace {
@@ -67,20 +69,22 @@ int main(int argc, char** argv) {
     decoder.decode_augmented(bytes.data(), bytes.size(), in_path, spec, seed, serial, chw.data(),
                              &rec);
 
-    std::FILE* out = std::fopen(out_path.c_str(), "wb");
-    if (!out) {
-      std::fprintf(stderr, "obsaug_decode_tool: cannot write %s\n", out_path.c_str());
-      return 1;
-    }
-    std::fprintf(out, "P%d\n%d %d\n255\n", spec.channels == 3 ? 6 : 5, spec.out_width,
-                 spec.out_height);
     const size_t plane = static_cast<size_t>(spec.out_height) * spec.out_width;
-    std::vector<uint8_t> hwc(chw.size());
+    std::string ppm = "P" + std::to_string(spec.channels == 3 ? 6 : 5) + "\n" +
+                      std::to_string(spec.out_width) + " " + std::to_string(spec.out_height) +
+                      "\n255\n";
+    const size_t header = ppm.size();
+    ppm.resize(header + chw.size());
     for (size_t p = 0; p < plane; ++p)
-      for (int c = 0; c < spec.channels; ++c) hwc[p * spec.channels + c] = chw[c * plane + p];
-    const bool written = std::fwrite(hwc.data(), 1, hwc.size(), out) == hwc.size();
-    if (std::fclose(out) != 0 || !written) {
-      std::fprintf(stderr, "obsaug_decode_tool: short write to %s\n", out_path.c_str());
+      for (int c = 0; c < spec.channels; ++c)
+        ppm[header + p * spec.channels + c] = static_cast<char>(chw[c * plane + p]);
+    try {  // through a temporary renamed over out_path, as every obsaug output
+      obsaug::files::AtomicFile out(out_path);
+      out.write(ppm.data(), ppm.size());
+      out.commit();
+    } catch (const obsaug::files::FileError& e) {
+      std::fprintf(stderr, "obsaug_decode_tool: cannot write %s: %s\n", out_path.c_str(),
+                   e.reason().c_str());
       return 1;
     }
     std::printf(

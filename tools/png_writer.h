@@ -17,8 +17,12 @@ struct RgbImage {
   uint8_t* pixel(int64_t x, int64_t y) { return &rgb[(y * width + x) * 3]; }
 };
 
-// Writes `image` to `path` (created or replaced). std::runtime_error naming
-// the path and the system's reason when the file cannot be written.
+// Writes `image` to `path` (created, or a regular file replaced) through a
+// temporary beside it that is renamed over it once whole
+// (files/atomic_file.h): a failed write leaves `path` as it was and removes
+// only the temporary; a `path` that exists as anything but a regular file
+// (a device, a FIFO, a directory) is refused and left alone.
+// std::runtime_error "cannot write PATH: ..." naming the reason.
 void write_png(const RgbImage& image, const std::string& path);
 
 }  // namespace obsaug::cli

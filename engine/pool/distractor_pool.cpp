@@ -141,6 +141,8 @@ struct DistractorPool::Impl {
   void rethrow_worker_error();
   void restore(const PoolState& state);
   void set_cursor(const PoolCursor& cursor);
+  // std::invalid_argument unless `cursor` is one this pool could be at.
+  void check_cursor(const PoolCursor& cursor, const char* where) const;
   void close();
 
   uint8_t* staging_ptr(uint32_t k) { return staging_base_ + static_cast<size_t>(k) * image_bytes_; }
@@ -174,7 +176,7 @@ struct DistractorPool::Impl {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> closed_{false};  // set by close(); closed() reads it from any thread
-  std::mutex mu_;  // guards the sleeps of the workers and next_token_
+  std::mutex mu_;                    // guards the sleeps of the workers and next_token_
   std::condition_variable cv_;
   Clock::time_point next_token_ = Clock::now();
   std::atomic<uint64_t> next_serial_{0};
@@ -720,6 +722,35 @@ void DistractorPool::Impl::prepare_sync() {
   }
 }
 
+void DistractorPool::Impl::check_cursor(const PoolCursor& cursor, const char* where) const {
+  const uint64_t P = static_cast<uint64_t>(opts_.size);
+  const auto fail = [&](const std::string& what) {
+    throw std::invalid_argument(std::string("DistractorPool::") + where +
+                                ": the cursor is outside its range: " + what);
+  };
+  for (const auto& [name, value] :
+       {std::pair{"next_serial", cursor.next_serial}, std::pair{"next_stamp", cursor.next_stamp},
+        std::pair{"calls", cursor.calls}}) {
+    if (value > kMaxPoolCounter) {
+      fail(std::string(name) + " " + std::to_string(value) +
+           " is beyond 2^62 = " + std::to_string(kMaxPoolCounter) + ", the most a pool counts");
+    }
+  }
+  if (cursor.next_stamp < P) {
+    fail("next_stamp " + std::to_string(cursor.next_stamp) + " is below the pool's " +
+         std::to_string(P) + " slots (the fill writes stamps 0.." + std::to_string(P - 1) +
+         " first)");
+  }
+  if (cursor.next_stamp > cursor.next_serial) {
+    fail("next_stamp " + std::to_string(cursor.next_stamp) + " is beyond next_serial " +
+         std::to_string(cursor.next_serial) + " (each upload is of a serial decoded before it)");
+  }
+  if (cursor.calls > kMaxPoolCounter / P) {
+    fail("calls " + std::to_string(cursor.calls) + " times the pool's " + std::to_string(P) +
+         " slots passes 2^62 (the slots' ages are summed)");
+  }
+}
+
 void DistractorPool::Impl::set_cursor(const PoolCursor& cursor) {
   next_serial_ = cursor.next_serial;
   next_stamp_ = cursor.next_stamp;
@@ -738,6 +769,15 @@ void DistractorPool::Impl::restore(const PoolState& state) {
         "(" +
         std::to_string(P) + "), got " + std::to_string(slot_serials.size()) + " and " +
         std::to_string(state.slot_checksums.size()));
+  }
+  check_cursor(state.cursor, "restore");
+  for (size_t k = 0; k < slot_serials.size(); ++k) {
+    if (slot_serials[k] >= state.cursor.next_serial) {
+      throw std::invalid_argument("DistractorPool::restore: slot " + std::to_string(k) +
+                                  " holds serial " + std::to_string(slot_serials[k]) +
+                                  ", not one decoded before the cursor's next_serial " +
+                                  std::to_string(state.cursor.next_serial));
+    }
   }
   const std::string retry = "; restore with the sources the state was taken with";
   const std::string rank_files =
@@ -909,7 +949,10 @@ PoolState DistractorPool::state() const {
   return state;
 }
 
-void DistractorPool::set_cursor(const PoolCursor& cursor) { impl_->set_cursor(cursor); }
+void DistractorPool::set_cursor(const PoolCursor& cursor) {
+  impl_->check_cursor(cursor, "set_cursor");
+  impl_->set_cursor(cursor);
+}
 
 void DistractorPool::restore(const PoolState& state) { impl_->restore(state); }
 

@@ -143,7 +143,12 @@ struct SlotInfo {
 };
 
 // Where the refresh stands, to save and restore (sync mode restores exactly
-// when the pool content is restored with it).
+// when the pool content is restored with it). In range (what set_cursor and
+// restore check, std::invalid_argument naming the field): each counter at
+// most kMaxPoolCounter, next_stamp at least the pool's size (the fill's
+// stamps come first) and at most next_serial (each upload a serial decoded
+// before it), calls times the size at most kMaxPoolCounter.
+inline constexpr uint64_t kMaxPoolCounter = uint64_t{1} << 62;
 struct PoolCursor {
   uint64_t next_serial = 0;  // serial of the next image to decode
   uint64_t next_stamp = 0;   // write stamp of the next upload (slot = stamp % P)
@@ -212,8 +217,9 @@ class DistractorPool {
   PoolListing listing() const;
   // Consumer thread: cursor(), listing() and each slot's serial and checksum.
   PoolState state() const;
-  // Consumer thread. Sets where the refresh continues; in async mode images
-  // already staged still arrive, so only sync mode is exact.
+  // Consumer thread. Sets where the refresh continues (a cursor out of its
+  // range is refused, see PoolCursor); in async mode images already staged
+  // still arrive, so only sync mode is exact.
   void set_cursor(const PoolCursor& cursor);
   // Consumer thread (not concurrently with prepare_for_augment), on CUDA with
   // the augment stream current: makes the pool what it was when `state` was
@@ -227,7 +233,8 @@ class DistractorPool {
   // prepare_for_augment(). All or nothing: every image is decoded and checked
   // before any slot is written, so on an exception the pool is unchanged.
   // Throws std::invalid_argument unless slot_serials and slot_checksums have
-  // P entries; SourceError when the listing differs from state.listing
+  // P entries, the cursor is in its range (PoolCursor) and each slot's serial
+  // is below its next_serial; SourceError when the listing differs from state.listing
   // (naming the file counts, or the fingerprints when only the names or
   // sizes differ), and naming the slot, serial and file when an image no
   // longer reads or decodes, or decodes to another checksum than the state's

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "engine/source/tar_reader.h"
+#include "files/bounded_file.h"
 
 namespace obsaug {
 
@@ -130,32 +131,34 @@ std::vector<ImageRef> list_directory(const std::string& dir) {
 }
 
 std::vector<ImageRef> list_text_file(const std::string& txt_path, ListingReport* report) {
-  std::ifstream in(txt_path);
-  if (!in)
-    throw SourceError("image list " + txt_path + ": cannot open (" + std::strerror(errno) + ")");
   const fs::path base = fs::path(txt_path).parent_path();
   std::vector<ImageRef> out;
-  std::string line;
-  for (uint64_t line_no = 1; std::getline(in, line); ++line_no) {
-    if (line_no == 1 && line.rfind(kUtf8Bom, 0) == 0) line.erase(0, kUtf8Bom.size());
-    // Trim surrounding whitespace (and a Windows '\r').
-    const size_t first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos || line[first] == '#') continue;
-    const size_t last = line.find_last_not_of(" \t\r");
-    const fs::path entry(line.substr(first, last - first + 1));
-    const std::string resolved = entry.is_absolute() ? entry.string() : (base / entry).string();
-    const int64_t size = regular_file_size(resolved);
-    if (size < 0) {
-      if (report) {
-        report->add(resolved, "image list " + txt_path + " line " + std::to_string(line_no) + ": " +
-                                  resolved + " is not a regular file (" +
-                                  why_not_a_regular_file(resolved) + ")");
+  try {
+    files::LineReader lines(txt_path, kMaxImageListBytes, kMaxImageListLine, "the image list");
+    std::string line;
+    while (lines.next(&line)) {
+      const uint64_t line_no = lines.line_number();
+      if (line_no == 1 && line.rfind(kUtf8Bom, 0) == 0) line.erase(0, kUtf8Bom.size());
+      // Trim surrounding whitespace (and a Windows '\r').
+      const size_t first = line.find_first_not_of(" \t\r");
+      if (first == std::string::npos || line[first] == '#') continue;
+      const size_t last = line.find_last_not_of(" \t\r");
+      const fs::path entry(line.substr(first, last - first + 1));
+      const std::string resolved = entry.is_absolute() ? entry.string() : (base / entry).string();
+      const int64_t size = regular_file_size(resolved);
+      if (size < 0) {
+        if (report) {
+          report->add(resolved, "image list " + txt_path + " line " + std::to_string(line_no) +
+                                    ": " + resolved + " is not a regular file (" +
+                                    why_not_a_regular_file(resolved) + ")");
+        }
+        continue;
       }
-      continue;
+      out.push_back(plain_ref(resolved, static_cast<uint64_t>(size)));
     }
-    out.push_back(plain_ref(resolved, static_cast<uint64_t>(size)));
+  } catch (const files::FileError& e) {
+    throw SourceError("image list " + txt_path + ": " + e.reason());
   }
-  if (in.bad()) throw SourceError("image list " + txt_path + ": read error");
   return out;
 }
 
@@ -242,44 +245,31 @@ std::vector<ImageRef> shard_refs(const std::vector<ImageRef>& all, int rank, int
 
 std::vector<uint8_t> read_image_bytes(const ImageRef& ref, uint64_t max_bytes) {
   const std::string name = ref.display_name();
-  // O_NONBLOCK: opening a FIFO (or a device) that replaced a photo must not
-  // block the decoder thread; such a file is refused below. For regular files
-  // the flag changes nothing.
-  const int fd = ::open(ref.path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) throw SourceError(name + ": cannot open (" + std::strerror(errno) + ")");
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw SourceError(name + ": not a regular file");
-  }
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(::fdopen(fd, "rb"), &std::fclose);
-  if (!file) {
-    ::close(fd);
-    throw SourceError(name + ": cannot open (" + std::strerror(errno) + ")");
-  }
-  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
-  uint64_t offset = 0, size = file_size;
-  if (ref.in_archive()) {
-    offset = ref.offset;
-    size = ref.size;
-    if (offset > file_size || size > file_size - offset) {
-      throw SourceError(name + ": member at bytes [" + std::to_string(offset) + ", " +
-                        std::to_string(offset + size) + ") lies past the end of the " +
-                        std::to_string(file_size) + "-byte shard (changed since listing?)");
+  try {
+    // A FIFO (or a device) that replaced a photo is refused without blocking
+    // the decoder thread (files::RegularFile).
+    const files::RegularFile file(ref.path);
+    const uint64_t file_size = file.size();
+    uint64_t offset = 0, size = file_size;
+    if (ref.in_archive()) {
+      offset = ref.offset;
+      size = ref.size;
+      if (offset > file_size || size > file_size - offset) {
+        throw SourceError(name + ": member at bytes [" + std::to_string(offset) + ", " +
+                          std::to_string(offset + size) + ") lies past the end of the " +
+                          std::to_string(file_size) + "-byte shard (changed since listing?)");
+      }
     }
+    if (size > max_bytes) {
+      throw SourceError(name + ": " + std::to_string(size) + " bytes, more than the limit of " +
+                        std::to_string(max_bytes));
+    }
+    std::vector<uint8_t> bytes(size);
+    file.read_at(offset, bytes.data(), bytes.size());
+    return bytes;
+  } catch (const files::FileError& e) {
+    throw SourceError(name + ": " + e.reason());
   }
-  if (size > max_bytes) {
-    throw SourceError(name + ": " + std::to_string(size) + " bytes, more than the limit of " +
-                      std::to_string(max_bytes));
-  }
-  std::vector<uint8_t> bytes(size);
-  if (offset != 0 && ::fseeko(file.get(), static_cast<off_t>(offset), SEEK_SET) != 0) {
-    throw SourceError(name + ": seek failed (" + std::strerror(errno) + ")");
-  }
-  if (size != 0 && std::fread(bytes.data(), 1, size, file.get()) != size) {
-    throw SourceError(name + ": short read (file truncated while reading?)");
-  }
-  return bytes;
 }
 
 }  // namespace obsaug

@@ -80,7 +80,17 @@ struct ListingReport {
 // True when the name ends in .jpg, .jpeg or .png, any letter case.
 bool has_image_extension(std::string_view name);
 
+// The most a .txt image list may hold, and the longest line it may have
+// (a path: PATH_MAX is 4096): a larger list, or a longer line, is refused
+// naming the list before it is read further.
+constexpr uint64_t kMaxImageListBytes = uint64_t{1} << 30;
+constexpr size_t kMaxImageListLine = 4096;
+
 std::vector<ImageRef> list_directory(const std::string& dir);
+// A .txt list (files/bounded_file.h: a regular file only, of at most
+// kMaxImageListBytes, lines of at most kMaxImageListLine bytes; SourceError
+// otherwise): one path per line, relative to the list's folder, '#'
+// comments; entries that are not regular files go to `report`.
 std::vector<ImageRef> list_text_file(const std::string& txt_path, ListingReport* report = nullptr);
 // Throws SourceError when the shard holds no complete image member; a shard
 // cut short after some is a failure in `report` (see tar_reader.h).
@@ -103,8 +113,9 @@ std::vector<ImageRef> list_sources(const std::vector<std::string>& paths,
 std::vector<ImageRef> shard_refs(const std::vector<ImageRef>& all, int rank, int world_size);
 
 // Reads the encoded bytes of `ref`. Throws SourceError naming the image when
-// the file is unreadable or gone, shorter than the listing said (a shard that
-// shrank), or larger than `max_bytes`.
+// the file is unreadable or gone, not a regular file (a FIFO or device that
+// replaced a photo: refused without blocking), shorter than the listing said
+// (a shard that shrank), or larger than `max_bytes`.
 std::vector<uint8_t> read_image_bytes(const ImageRef& ref, uint64_t max_bytes);
 
 }  // namespace obsaug

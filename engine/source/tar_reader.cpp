@@ -1,14 +1,11 @@
 #include "engine/source/tar_reader.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <memory>
+#include <optional>
 
 #include "engine/source/image_source.h"
+#include "files/bounded_file.h"
 
 namespace obsaug {
 
@@ -30,15 +27,15 @@ uint64_t round_up_to_block(uint64_t n) { return (n + kBlock - 1) / kBlock * kBlo
 
 class TarScanner {
  public:
-  explicit TarScanner(const std::string& path) : path_(path), file_(nullptr, &std::fclose) {}
+  explicit TarScanner(const std::string& path) : path_(path) {}
 
   TarIndex scan() {
-    file_.reset(std::fopen(path_.c_str(), "rb"));
-    if (!file_) fail_plain(std::string("cannot open (") + std::strerror(errno) + ")");
-    struct stat st;
-    if (::fstat(fileno(file_.get()), &st) != 0 || !S_ISREG(st.st_mode))
-      fail_plain("not a regular file");
-    file_size_ = static_cast<uint64_t>(st.st_size);
+    try {  // a FIFO or device named as a shard is refused without blocking
+      file_.emplace(path_, "the shard");
+    } catch (const files::FileError& e) {
+      fail_plain(e.reason());
+    }
+    file_size_ = file_->size();
     if (file_size_ == 0) fail_plain("empty file, not a tar archive");
 
     TarIndex index;
@@ -120,9 +117,10 @@ class TarScanner {
   }
 
   void read_at(uint64_t pos, void* buffer, uint64_t n) {
-    if (::fseeko(file_.get(), static_cast<off_t>(pos), SEEK_SET) != 0 ||
-        std::fread(buffer, 1, n, file_.get()) != n) {
-      fail_plain("read error at byte " + std::to_string(pos));
+    try {
+      file_->read_at(pos, buffer, n);
+    } catch (const files::FileError& e) {
+      fail_plain(e.reason());
     }
   }
 
@@ -234,7 +232,7 @@ class TarScanner {
   }
 
   std::string path_;
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_;
+  std::optional<files::RegularFile> file_;
   uint64_t file_size_ = 0;
 };
 

@@ -41,6 +41,7 @@ import torch.distributed as dist
 from . import _C
 from . import ops as _ops
 from ._devices import same_device
+from ._files import read_regular_file
 from ._shared_regions import SharedRegions, host_identity, owner_failed
 from .replay import ReplayBuffer, _Envs, _tensor
 
@@ -112,20 +113,40 @@ def _shard_name(rank: int, world: int, save_id: str) -> str:
 
 def _stage_manifest(root: str, manifest: Dict[str, Any], suffix: str) -> str:
     """The manifest written and synced beside ``root/manifest.json`` (its path);
-    _publish_manifest puts it in place."""
+    _publish_manifest puts it in place. A file of its own (O_EXCL: never one obsaug
+    did not create); on any error it is removed and the error raised."""
     temporary = os.path.join(root, _MANIFEST) + suffix
-    with open(temporary, "w") as f:
-        json.dump(manifest, f, indent=1)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(manifest, f, indent=1)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        _remove_staged(temporary)
+        raise
     return temporary
+
+
+def _remove_staged(temporary: str) -> None:
+    """Removes a staged manifest this save wrote (and only it); a failure to remove
+    it is no reason to hide the error that made the save fail."""
+    try:
+        os.remove(temporary)
+    except OSError:
+        pass
 
 
 def _publish_manifest(root: str, temporary: str) -> None:
     """A staged manifest becomes ``root/manifest.json`` by one rename, made durable
-    (fsync of the folder) before old shards go."""
-    os.replace(temporary, os.path.join(root, _MANIFEST))
+    (fsync of the folder) before old shards go. The staged file is removed when the
+    rename fails."""
+    try:
+        os.replace(temporary, os.path.join(root, _MANIFEST))
+    except BaseException:
+        _remove_staged(temporary)
+        raise
     fd = os.open(root, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -133,13 +154,17 @@ def _publish_manifest(root: str, temporary: str) -> None:
         os.close(fd)
 
 
+# A manifest names world_size shards in about 100 bytes each.
+_MAX_MANIFEST_BYTES = 16 << 20
+
+
 def _read_manifest(root: str) -> Dict[str, Any]:
     """The manifest of the sharded checkpoint in `root`, checked for its form;
-    ValueError naming what is wrong."""
+    ValueError naming what is wrong (a manifest.json that is a FIFO or device, or
+    larger than _MAX_MANIFEST_BYTES, is refused before it is read)."""
     file = os.path.join(root, _MANIFEST)
     try:
-        with open(file) as f:
-            text = f.read()
+        text = read_regular_file(file, _MAX_MANIFEST_BYTES, "a manifest")
     except FileNotFoundError:
         found = sorted(name for name in (os.listdir(root) if os.path.isdir(root) else [])
                        if _SHARD_FOLDER.fullmatch(name))
@@ -151,13 +176,14 @@ def _read_manifest(root: str) -> Dict[str, Any]:
         manifest = json.loads(text)
         world = manifest["world_size"]
         shards = manifest["shards"]
-        ok = (manifest["format"] == _MANIFEST_FORMAT and isinstance(world, int) and world >= 1
+        ok = (manifest["format"] == _MANIFEST_FORMAT and type(world) is int and world >= 1
               and re.fullmatch(r"[0-9a-f]{16}", manifest["save_id"]) is not None
               and isinstance(shards, list) and len(shards) == world
-              and all(shard["rank"] == r and isinstance(shard["bytes"], int)
+              and all(type(shard["rank"]) is int and shard["rank"] == r
+                      and type(shard["bytes"]) is int
                       and shard["folder"] == _shard_name(r, world, manifest["save_id"])
                       for r, shard in enumerate(shards)))
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nesting
         ok = False
     if not ok:
         raise ValueError(f"{file} is not a manifest of a sharded replay checkpoint "
@@ -946,7 +972,7 @@ class ShardedReplayBuffer:
         staged = self._all_gather([int(error is None)])[:, 0].tolist()
         if 0 in staged:
             if temporary is not None:
-                os.remove(temporary)
+                _remove_staged(temporary)
             shutil.rmtree(folder, ignore_errors=True)  # this save's, never in a manifest
             if error is not None:
                 raise error

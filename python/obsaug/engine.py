@@ -5,7 +5,10 @@ name (``"drq_shift"``: configs/ shipped in the package, see
 obsaug.locations; an unknown name raises ValueError listing them) or a
 mapping (a dict, or a Hydra/OmegaConf DictConfig) with the same schema
 (DESIGN.md section 6; the mapping is sent as JSON, which is YAML, through the
-same strict loader, so errors name the key's path).
+same strict loader, so errors name the key's path; a mapping or list held in
+several places, as PyYAML's aliases give them, is sent once with a YAML anchor,
+so a billion-laughs dict is refused as fast as the same YAML file; at most
+100,000 values, 64 levels, and no mapping that contains itself: ValueError).
 Numbers may be numpy or 0-dim torch scalars, paths ``os.PathLike``.
 Relative ``pool.sources`` resolve against the working directory, then (a
 file) against the folder above the file's own (``configs/x.yaml`` -> ``./``),
@@ -42,7 +45,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -53,23 +56,123 @@ from .ops import _rank_args, _uint64_arg, _unwrapped
 __all__ = ["Engine"]
 
 
-def _plain(value: Any, path: str = "") -> Any:
-    """Nested Mappings and Sequences (a Hydra/OmegaConf DictConfig / ListConfig, with its
-    interpolations resolved on access) as dicts and lists of JSON's types, for json.
-    numpy / 0-dim torch scalars become Python numbers, os.PathLike a str; anything else
-    is a TypeError naming its key path."""
-    if isinstance(value, Mapping):
-        return {key: _plain(item, f"{path}.{key}" if path else str(key))
-                for key, item in value.items()}
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-        return [_plain(item, f"{path}[{k}]") for k, item in enumerate(value)]
-    value = _unwrapped(value)  # numpy and 0-dim torch scalars as Python numbers
-    if value is None or isinstance(value, (str, bool, int, float)):
-        return value
-    raise TypeError(f"config {path or '(the whole config)'}: expected a number, string, bool, "
-                    f"list or mapping, got {type(value).__name__}")
+# A dict config's bounds: a config is a few hundred values, a few levels deep.
+_MAX_CONFIG_VALUES = 100_000
+_MAX_CONFIG_DEPTH = 64
+
+
+class _Node:
+    """A mapping or list of a dict config, converted: its entries, and how many
+    places of the config hold it (more than one: PyYAML's aliases, a dict used
+    twice)."""
+    __slots__ = ("entries", "is_map", "uses", "anchor")
+
+    def __init__(self, is_map: bool):
+        self.entries: List[Any] = []   # (key, value) pairs, or values
+        self.is_map = is_map
+        self.uses = 1
+        self.anchor: Optional[str] = None
+
+
+def _key_text(key: Any, path: str) -> str:
+    """A mapping key as json.dumps would write it (str, or a number, bool, None)."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, (bool, int, float)):
+        return json.dumps(key)
+    raise TypeError(f"config {path or '(the whole config)'}: keys must be strings, got "
+                    f"{type(key).__name__}")
+
+
+def _converted(config: Mapping[str, Any]) -> _Node:
+    """The config's mappings and sequences (a Hydra/OmegaConf DictConfig / ListConfig, with
+    its interpolations resolved on access) as _Nodes of JSON's scalars; numpy / 0-dim
+    torch scalars become Python numbers, os.PathLike a str. An object met again (by id)
+    is the same _Node, not a copy: shared references stay shared, so a billion-laughs
+    dict costs its size, not its expansion. TypeError for a value of another type,
+    ValueError for more than _MAX_CONFIG_VALUES values (counted without expanding shared
+    ones), more than _MAX_CONFIG_DEPTH levels, or a mapping or list that contains
+    itself; each names its key path."""
+    memo: Dict[int, Tuple[Any, _Node]] = {}  # id -> (the object, kept alive: ids stay unique)
+    active: set = set()                       # ids of the mappings and lists being converted
+    values = 0
+
+    def convert(value: Any, path: str, depth: int) -> Any:
+        nonlocal values
+        values += 1
+        if values > _MAX_CONFIG_VALUES:
+            raise ValueError(f"config holds more than {_MAX_CONFIG_VALUES} values (at "
+                             f"{path or '(the whole config)'}); a config is a few hundred: "
+                             "list many image files in a .txt source instead")
+        is_map = isinstance(value, Mapping)
+        if is_map or (isinstance(value, Sequence) and not isinstance(value, (str, bytes))):
+            if id(value) in active:
+                raise ValueError(f"config {path or '(the whole config)'}: refers to a mapping "
+                                 "or list that contains it")
+            if id(value) in memo:
+                node = memo[id(value)][1]
+                node.uses += 1
+                return node
+            if depth >= _MAX_CONFIG_DEPTH:
+                raise ValueError(f"config {path}: nested more than {_MAX_CONFIG_DEPTH} levels "
+                                 "deep")
+            node = _Node(is_map)
+            memo[id(value)] = (value, node)
+            active.add(id(value))
+            if is_map:
+                for key, item in value.items():
+                    text = _key_text(key, path)
+                    node.entries.append((text, convert(item, f"{path}.{text}" if path else text,
+                                                       depth + 1)))
+            else:
+                node.entries = [convert(item, f"{path}[{k}]", depth + 1)
+                                for k, item in enumerate(value)]
+            active.discard(id(value))
+            return node
+        if isinstance(value, os.PathLike):
+            return os.fspath(value)
+        value = _unwrapped(value)  # numpy and 0-dim torch scalars as Python numbers
+        if value is None or isinstance(value, (str, bool, int, float)):
+            return value
+        raise TypeError(f"config {path or '(the whole config)'}: expected a number, string, "
+                        f"bool, list or mapping, got {type(value).__name__}")
+
+    return convert(config, "", 0)
+
+
+def _config_text(config: Mapping[str, Any]) -> str:
+    """A dict config as the text the native loader reads: JSON (which is YAML flow
+    syntax), with an anchor on the first place of a mapping or list held in several
+    places and an alias at the others, as a YAML file with anchors reads, so the loader
+    sees what the same YAML file would give it (and refuses a bomb as fast)."""
+    anchors = 0
+    out: List[str] = []
+
+    def emit(node: Any) -> None:
+        nonlocal anchors
+        if not isinstance(node, _Node):
+            out.append(json.dumps(node))
+            return
+        if node.uses > 1:
+            if node.anchor is not None:
+                out.append(f"*{node.anchor} ")
+                return
+            node.anchor = f"a{anchors}"
+            anchors += 1
+            out.append(f"&{node.anchor} ")
+        out.append("{" if node.is_map else "[")
+        for k, entry in enumerate(node.entries):
+            if k:
+                out.append(", ")
+            if node.is_map:
+                out.append(json.dumps(entry[0]) + ": ")
+                emit(entry[1])
+            else:
+                emit(entry)
+        out.append("}" if node.is_map else "]")
+
+    emit(_converted(config))
+    return "".join(out)
 
 
 def _step_arg(step: Any) -> Optional[int]:
@@ -100,7 +203,7 @@ class Engine(Closing):
             raise TypeError("base_dir must be a folder path (str or os.PathLike) or None, got "
                             f"{type(base_dir).__name__}")
         if isinstance(config, Mapping):
-            text = json.dumps(_plain(config))
+            text = _config_text(config)
             self._native = _C.Engine.from_string(text, "<dict>", os.fspath(base_dir), rank,
                                                  world_size, reuse_output)
         elif isinstance(config, (str, os.PathLike)):

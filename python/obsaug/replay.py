@@ -222,7 +222,7 @@ class ReplayBuffer:
         """A buffer from ``save(path)``, on ``device`` (default cpu). FileNotFoundError
         when ``path`` holds no checkpoint; ValueError when it holds a corrupt one."""
         file = os.path.join(os.fspath(path), "replay.obsaug")
-        if not os.path.isfile(file):
+        if not os.path.exists(file):  # a FIFO or device there is refused natively, by its kind
             raise FileNotFoundError(errno.ENOENT, "no replay checkpoint (replay.obsaug) in "
                                     f"{os.fspath(path)!r}; ReplayBuffer.save(path) writes one", file)
         native = _C.ReplayBuffer.load(os.fspath(path),

@@ -245,6 +245,44 @@ TEST(Engine, SyncStateIsRefusedAfterTheSourcesChanged) {
   EXPECT_TRUE(at::equal(changed.pool()->images(), pool_before));
 }
 
+// A state's pool cursor and slot serials out of their ranges (counters past
+// 2^62, a stamp below the fill's or past the serials, a slot holding a serial
+// not yet decoded) are refused naming the field, and the engine keeps its
+// state: the sync restore and the async cursor alike.
+TEST(Engine, AStateOutOfItsRangesIsRefusedNamingTheField) {
+  SKIP_WITHOUT_PHOTOS();
+  const at::Tensor obs = random_obs(2, 9, 40, 48, 3);
+  for (const std::string mode : {"sync", "async"}) {
+    Engine engine(small_config(mode, 4));
+    engine.augment(obs);
+    const EngineState saved = engine.state();
+    const auto refused = [&](EngineState bad, const char* words) {
+      expect_mentions(error_of<std::invalid_argument>([&] { engine.load_state(bad); }),
+                      {"the cursor is outside its range", words});
+      EXPECT_EQ(engine.step(), saved.step);
+    };
+    EngineState bad = saved;
+    bad.pool_stamp = (uint64_t{1} << 62) + 1;
+    refused(bad, "next_stamp 4611686018427387905 is beyond 2^62");
+    bad = saved;
+    bad.pool_stamp = 3;
+    refused(bad, "next_stamp 3 is below the pool's 4 slots");
+    bad = saved;
+    bad.pool_stamp = saved.pool_serial + 1;
+    refused(bad, "is beyond next_serial");
+    bad = saved;
+    bad.pool_calls = uint64_t{1} << 61;
+    refused(bad, "times the pool's 4 slots passes 2^62");
+    if (mode == "sync") {
+      bad = saved;
+      bad.pool_slots[1] = saved.pool_serial;
+      expect_mentions(error_of<std::invalid_argument>([&] { engine.load_state(bad); }),
+                      {"slot 1 holds serial", "not one decoded before the cursor's next_serial"});
+    }
+    engine.load_state(saved);  // the state it had still loads
+  }
+}
+
 TEST(Engine, ThreadsAugmentWhileAsyncRefreshRuns) {
   SKIP_WITHOUT_PHOTOS();
   Config config = small_config("async", 8);

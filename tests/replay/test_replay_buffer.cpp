@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
@@ -377,26 +376,43 @@ TEST(ReplayBuffer, FailedSaveKeepsThePreviousCheckpoint) {
   const std::string dir = temp_dir("failed_save");
   rb.save(dir);
   fill(rb, 30);
-  struct rlimit old_limit;
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = old_limit;
-  small.rlim_cur = 512;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   std::string error;
-  try {
-    rb.save(dir);
-  } catch (const std::runtime_error& e) {
-    error = e.what();
+  {
+    const testing::ScopedFileSizeLimit full_disk(512);
+    try {
+      rb.save(dir);
+    } catch (const std::runtime_error& e) {
+      error = e.what();
+    }
   }
-  ::setrlimit(RLIMIT_FSIZE, &old_limit);
-  std::signal(SIGXFSZ, old_handler);
   EXPECT_NE(error.find("cannot write"), std::string::npos) << error;
   EXPECT_EQ(entries_of(dir), std::vector<std::string>{"replay.obsaug"}) << "temporary left behind";
   const ReplayBuffer previous = ReplayBuffer::load(dir);
   EXPECT_EQ(previous.total_frames(), 30);
   std::remove((dir + "/replay.obsaug").c_str());
   ::rmdir(dir.c_str());
+}
+
+// A sample whose draws, rows and outputs would take more than the memory
+// limit is refused with its size before anything is allocated (it was a bare
+// bad_alloc at 2^32 draws, 16 GiB of host vectors at 2^31), and counts no call.
+TEST(ReplayBuffer, ASampleTooLargeForMemoryIsRefusedWithItsSizeBeforeAllocating) {
+  ReplayBuffer rb(small_options());
+  fill(rb, 8);
+  const uint64_t calls = rb.sample_calls();
+  struct rusage before;
+  ::getrusage(RUSAGE_SELF, &before);
+  for (const int64_t batch : {int64_t{1} << 32, int64_t{1} << 31}) {
+    const std::string words = "batch size " + std::to_string(batch) + " needs ";
+    expect_mentions(error_of<std::invalid_argument>([&] { rb.sample(batch); }),
+                    {"ReplayBuffer.sample: ", words.c_str(), "of host memory", "bytes per draw",
+                     "more than the", "lower the batch size"});
+  }
+  struct rusage after;
+  ::getrusage(RUSAGE_SELF, &after);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 256 << 10) << "KiB of peak memory grew";
+  EXPECT_EQ(rb.sample_calls(), calls);
+  EXPECT_EQ(rb.sample(4).obs.size(0), 4);
 }
 
 // One thread adds while another samples and updates priorities: every call

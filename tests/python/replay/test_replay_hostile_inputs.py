@@ -1,15 +1,24 @@
 """Hostile inputs to obsaug.ReplayBuffer: each rejected call raises the one
 documented type for its kind of bad input (README, "Errors": TypeError for a
 wrong dtype or type, ValueError for a wrong value or shape, IndexError for an
-index out of range) with a message naming the argument, and changes nothing.
+index out of range) with a message naming the argument, and changes nothing;
+and hostile checkpoints: saved files edited and resealed (checkpoint_edit.py
+recomputes both checksums), so that each edit meets the loader's validation,
+which refuses it naming the field and the slot, or loads a working buffer.
 The ops' hostile inputs are in kernels/test_hostile_inputs.py (which also
 runs the over-large replay capacity in its address-space-capped child).
 """
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 
 import obsaug
-from conftest import needs_replay, raises
+from checkpoint_edit import CheckpointEdit
+from conftest import PYDIR, needs_replay, raises
 
 NAN, INF = float("nan"), float("inf")
 
@@ -267,3 +276,197 @@ def test_replay_float_actions_must_be_finite_in_the_action_dtype(dtype):
     _same_state(buf, before)
     buf.add([-1.5, 1000.0], 1.0, f)
     assert buf.sample(1)["action"].tolist() == [[-1.5, 1000.0]]
+
+
+# --- checkpoints edited and resealed (checkpoint_edit.py recomputes both checksums) ---------
+
+def _saved(tmp_path, capacity=3, steps=4, prioritized=False, name="ckpt"):
+    """A buffer of two envs stepping together (episodes of 5 steps) and its checkpoint."""
+    buf = obsaug.ReplayBuffer(capacity, (1, 2, 2), 2, (2,), n_step=2, prioritized=prioritized)
+    f = torch.zeros(2, 1, 2, 2, dtype=torch.uint8)
+    for t in range(steps):
+        if t % 5 == 0:
+            buf.add_first(f + t)
+        else:
+            buf.add(torch.full((2, 2), 0.25 * t), torch.full((2,), 0.5 * t), f + t,
+                    torch.full((2,), t % 5 == 4))
+    path = tmp_path / name
+    buf.save(path)
+    return buf, CheckpointEdit.of_dir(path), path
+
+
+def _refused(edit, path, *words):
+    edit.write_sealed(path)
+    return raises(ValueError, lambda: obsaug.ReplayBuffer.load(path), "is corrupt or truncated",
+                  *words)
+
+
+def test_checkpoint_reseal_alone_loads(tmp_path):
+    buf, edit, path = _saved(tmp_path, capacity=6, steps=9)
+    edit.write_sealed(path)
+    assert obsaug.ReplayBuffer.load(path).total_frames == buf.total_frames
+
+
+def test_checkpoint_frame_count_near_2_63_is_refused(tmp_path):
+    # case 1: accepted before, and six add_first calls later frames were written outside
+    # the storage (slots -2 and -1)
+    _, edit, path = _saved(tmp_path)
+    for slot in range(edit.slots):
+        edit.set_slot(slot, "prev", -1).set_slot(slot, "next", -1)
+    for env in range(edit.envs):
+        edit.set_env(env, "last", -1)
+    edit.set_header("total_frames", 2**63 - 2)
+    _refused(edit, path, "header field 'total_frames' is 9223372036854775806",
+             "outside [0, 2^62 = 4611686018427387904]")
+    edit.set_header("total_frames", 8).set_header("sample_calls", 2**64 - 1)
+    _refused(edit, path, "header field 'sample_calls' is 18446744073709551615")
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("reward", NAN, ["slot 2 (frame 2): 'reward' is nan"]),
+    ("reward", INF, ["slot 2 (frame 2): 'reward' is inf"]),
+    ("action", NAN, ["the action of slot 2 holds nan at element 1", "must be finite"]),
+    ("action", -INF, ["the action of slot 2 holds -inf at element 1"]),
+    ("priority", NAN, ["the priority weight of slot 2 is nan"]),
+    ("gamma", NAN, ["header: gamma must be in [0, 1], got nan"]),
+    ("alpha", INF, ["header: alpha must be finite and >= 0, got inf"]),
+    ("beta", NAN, ["header: beta must be finite and >= 0, got nan"]),
+    ("max_priority", NAN, ["max_priority nan"]),
+], ids=repr)
+def test_checkpoint_non_finite_values_are_refused_naming_them(tmp_path, field, value, words):
+    # case 2: add() refuses NaN rewards and actions; a checkpoint must not bring them in
+    _, edit, path = _saved(tmp_path, capacity=8, steps=3, prioritized=True)
+    if field == "reward":
+        edit.set_slot(2, "reward", value)
+    elif field == "action":
+        edit.set_action_float(2, 1, value)
+    elif field == "priority":
+        edit.set_priority(2, value)
+    else:
+        edit.set_header(field, value)
+    _refused(edit, path, *words)
+
+
+def test_checkpoint_links_that_disagree_are_refused_and_the_old_buffer_is_kept(tmp_path):
+    # case 3: env 0 recorded as open at frame 2 although frame 2 has a successor; after one
+    # add_first every sample raised a bare IndexError
+    buf, edit, path = _saved(tmp_path, capacity=12, steps=4)
+    before = buf.sample(8)
+    edit.set_env(0, "last", 2)
+    _refused(edit, path, "replay state is inconsistent", "env 0: 'open' is 1 but its 'last'",
+             "frame 2 (slot 2) has a successor (its 'next' is 4)")
+    # the caller's buffer is the one it had: the same state, the same next sample
+    twin, _, _ = _saved(tmp_path, capacity=12, steps=4, name="twin")
+    twin.sample(8)
+    assert torch.equal(buf.sample(8)["indices"], twin.sample(8)["indices"])
+    assert before["obs"].shape == (8, 2, 2, 2)
+
+
+def test_checkpoint_that_is_a_fifo_is_refused_at_once(tmp_path):
+    os.mkfifo(tmp_path / "replay.obsaug")
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import sys
+        sys.path.insert(0, sys.argv[1])
+        import obsaug
+        try:
+            obsaug.ReplayBuffer.load(sys.argv[2])
+        except ValueError as e:
+            print("ValueError:", e)
+    """), PYDIR, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert "ValueError:" in proc.stdout and "replay.obsaug: is a FIFO, not a regular file" \
+        in proc.stdout, (proc.stdout, proc.stderr)
+
+
+# --- the property test: random structure-aware edits --------------------------------------
+
+_HEADER_VALUES = {
+    "capacity": [0, -1, 1, 2**32 + 1, 2**62], "frame_stack": [0, 1, 65, -3],
+    "n_step": [0, 1, 1001], "gamma": [NAN, INF, -0.5, 0.0, 1.0, 1.5],
+    "alpha": [NAN, INF, -1.0, 0.0, 2.0], "beta": [NAN, -1.0, 0.0], "seed": [0, 2**64 - 1],
+    "total_frames": [0, 1, 5, 2**62, 2**62 + 1, 2**63 - 1, -1],
+    "sample_calls": [0, 2**62, 2**62 + 1, 2**64 - 1],
+    "max_priority": [NAN, INF, 0.0, -1.0, 1e300, 0.5],
+}
+
+
+def _random_edit(edit, rng):
+    """1 to 3 random field edits of `edit` (in place): header values, links, flags,
+    rewards, env records, priorities, actions, each from values near the valid ones."""
+    total = edit.values["total_frames"]
+    for _ in range(rng.randint(1, 3)):
+        kind = rng.randrange(6)
+        if kind == 0:
+            name = rng.choice(sorted(_HEADER_VALUES))
+            edit.set_header(name, rng.choice(_HEADER_VALUES[name]))
+        elif kind == 1 and edit.slots:
+            slot, field = rng.randrange(edit.slots), rng.choice(["prev", "next"])
+            edit.set_slot(slot, field, rng.randint(-2, total + 1))
+        elif kind == 2 and edit.slots:
+            slot = rng.randrange(edit.slots)
+            field = rng.choice(["terminated", "ended", "reward"])
+            edit.set_slot(slot, field, rng.choice([NAN, INF, 0.0, 3.5]) if field == "reward"
+                          else rng.randint(0, 2))
+        elif kind == 3 and edit.envs:
+            env = rng.randrange(edit.envs)
+            if rng.random() < 0.5:
+                edit.set_env(env, "last", rng.randint(-2, total + 1))
+            else:
+                edit.set_env(env, "open", rng.randint(0, 2))
+        elif kind == 4 and edit.slots and edit.values["prioritized"]:
+            edit.set_priority(rng.randrange(edit.slots), rng.choice([NAN, -1.0, 0.0, 1e308, 2.0]))
+        elif edit.slots:
+            edit.set_action_float(rng.randrange(edit.slots), rng.randrange(2),
+                                  rng.choice([NAN, -INF, 0.5]))
+
+
+def test_checkpoint_property_every_edit_is_refused_by_name_or_loads_a_working_buffer(tmp_path):
+    """Seeded random edits of three checkpoints (wrapped, prioritized, multi-env), each
+    resealed: loading raises ValueError naming the file as corrupt, or gives a buffer
+    that adds and samples (no IndexError, no other exception, no crash)."""
+    import random
+    rng = random.Random(41)
+    bases = [_saved(tmp_path, capacity=6, steps=9, name="wrapped")[1],
+             _saved(tmp_path, capacity=10, steps=7, prioritized=True, name="prioritized")[1],
+             _saved(tmp_path, capacity=16, steps=4, name="young")[1]]
+    path = tmp_path / "edited"
+    loaded = refused = 0
+    f = torch.zeros(2, 1, 2, 2, dtype=torch.uint8)
+    for i in range(400):
+        edit = bases[i % len(bases)].copy()
+        _random_edit(edit, rng)
+        edit.write_sealed(path)
+        try:
+            buf = obsaug.ReplayBuffer.load(path)
+        except ValueError as e:
+            assert "is corrupt or truncated" in str(e), str(e)
+            refused += 1
+            continue
+        loaded += 1
+        buf.add_first(f)
+        buf.add(torch.zeros(2, 2), torch.zeros(2), f, False)
+        if buf.num_valid:
+            assert buf.sample(4)["obs"].shape == (4, buf.frame_stack, 2, 2)
+    assert refused > 200 and loaded > 10, (loaded, refused)
+
+
+# --- sample and gather_augment: the memory a call would take, checked first ----------------
+
+def test_sample_too_large_for_memory_is_refused_with_its_size_before_allocating():
+    # case 4: sample(2**32) ended in a bare MemoryError (std::bad_alloc), and
+    # sample(2**31) began allocating 16 GiB of host vectors before anything refused
+    buf = _filled(prioritized=False, n=7)
+    calls = buf.sample_calls
+    for batch in (2**32, 2**31):
+        e = raises(ValueError, lambda: buf.sample(batch), f"batch size {batch} needs",
+                   "of host memory", "bytes per draw", "more than the", "lower the batch size")
+        assert "MemoryError" not in type(e).__name__
+    assert buf.sample_calls == calls
+    assert buf.sample(8)["obs"].shape == (8, 9, 8, 8)
+
+
+def test_gather_augment_of_an_expanded_index_too_large_for_memory_is_refused():
+    storage = torch.zeros(4, 3, 8, 8, dtype=torch.uint8)
+    huge = torch.zeros(1, 3, dtype=torch.int64).expand(2**40, 3)
+    raises(ValueError, lambda: obsaug.ops.gather_augment(storage, huge, None, ops=[], seed=0,
+                                                         step=0),
+           "a contiguous copy of indices", "needs", "more than the", "lower the batch size")

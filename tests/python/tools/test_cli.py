@@ -310,3 +310,68 @@ def test_runtime_error_exits_1(tmp_path):
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert r.stderr.count("\n") == 1
     assert r.stderr.startswith(f"obsaug: error: cannot write {out}")
+
+
+# --- hostile paths: the CLI goes through the library's bounded reads and atomic write ---
+
+
+@pytest.mark.parametrize("make, kind", [
+    (os.mkfifo, "is a FIFO, not a regular file"),
+    (lambda p: os.symlink("/dev/zero", p), "is a character device, not a regular file"),
+])
+def test_check_config_refuses_a_path_that_is_not_a_regular_file_at_once(tmp_path, make, kind):
+    path = tmp_path / "config.yaml"
+    make(path)
+    r = run("check-config", str(path), timeout=30)  # used to block (FIFO) or read 2 GiB (/dev/zero)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.startswith(f"obsaug: {path}: {kind}"), r.stderr
+
+
+def _out_state(path):
+    st = os.lstat(path)
+    return st.st_ino, st.st_mode
+
+
+def test_preview_refuses_an_out_that_is_not_a_regular_file_and_keeps_it(tmp_path):
+    fifo = tmp_path / "grid.png"
+    os.mkfifo(fifo)
+    targets = {fifo: "it is a FIFO"}
+    link = tmp_path / "full.png"
+    os.symlink("/dev/full", link)
+    targets[link] = "it is a symbolic link to a character device (/dev/full)"
+    node = tmp_path / "node.png"
+    try:  # a device node of its own where the system allows one (root)
+        os.mknod(node, 0o600 | 0o020000, os.makedev(1, 7))
+        targets[node] = "it is a character device"
+    except PermissionError:
+        pass
+    for out, why in targets.items():
+        before = _out_state(out)
+        r = run("preview", "--config", preset("drq_shift.yaml"), "--out", str(out), "--batch", "1",
+                timeout=60)
+        assert r.returncode == 1, (out, r.stdout, r.stderr)
+        assert r.stderr.startswith(f"obsaug: error: cannot write {out}: {why}"), r.stderr
+        assert _out_state(out) == before, f"{out} was replaced or deleted"
+    assert os.path.exists("/dev/full")
+    assert sorted(os.listdir(tmp_path)) == sorted(p.name for p in targets)  # no temporary left
+
+
+def test_a_failed_preview_keeps_the_file_it_would_have_replaced(tmp_path):
+    out = tmp_path / "grid.png"
+    out.write_bytes(b"the user's own file")
+
+    def small_files():  # a 4 KiB file-size limit: the PNG cannot be written
+        import resource
+        import signal
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    r = subprocess.run([CLI, "preview", "--config", preset("drq_shift.yaml"), "--out", str(out),
+                        "--batch", "8", "--scale", "4"], capture_output=True, text=True,
+                       timeout=300, cwd=ROOT, preexec_fn=small_files)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert r.stderr.startswith(f"obsaug: error: cannot write {out}: libpng failed: Write Error "
+                               "(File too large)"), r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert out.read_bytes() == b"the user's own file"
+    assert os.listdir(tmp_path) == ["grid.png"]  # the temporary is gone, only it
