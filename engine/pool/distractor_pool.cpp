@@ -174,7 +174,7 @@ struct DistractorPool::Impl {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> closed_{false};  // set by close(); closed() reads it from any thread
-  std::mutex mu_;  // guards the sleeps of the workers and next_token_
+  std::mutex mu_;                    // guards the sleeps of the workers and next_token_
   std::condition_variable cv_;
   Clock::time_point next_token_ = Clock::now();
   std::atomic<uint64_t> next_serial_{0};
@@ -445,7 +445,13 @@ void DistractorPool::Impl::fill() {
   at::Tensor host = at::empty({P, opts_.channels, opts_.height, opts_.width},
                               at::TensorOptions().dtype(at::kByte).pinned_memory(cuda_));
   uint8_t* host_base = host.data_ptr<uint8_t>();
-  const bool progress = opts_.show_progress && ::isatty(STDERR_FILENO);
+  // On a terminal a redrawn count; elsewhere (a notebook's log, a pipe) one line
+  // once the fill has taken a second, and one when it ends: a fill of a few
+  // hundred photos takes seconds, silent it looks like a hang.
+  const bool progress = opts_.show_progress;
+  const bool terminal = progress && ::isatty(STDERR_FILENO);
+  const auto fill_started = std::chrono::steady_clock::now();
+  bool announced = false;
 
   std::vector<int64_t> empty_slots(static_cast<size_t>(P));
   for (int64_t k = 0; k < P; ++k) empty_slots[static_cast<size_t>(k)] = k;
@@ -491,10 +497,20 @@ void DistractorPool::Impl::fill() {
       throw;
     }
     while (progress && running.load() > 0) {
-      std::fprintf(stderr, "\robsaug: filling the distractor pool: %lld / %lld images",
-                   static_cast<long long>(filled.load()), static_cast<long long>(P));
-      std::fflush(stderr);
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (terminal) {
+        std::fprintf(stderr, "\robsaug: filling the distractor pool: %lld / %lld images",
+                     static_cast<long long>(filled.load()), static_cast<long long>(P));
+        std::fflush(stderr);
+      } else if (!announced &&
+                 std::chrono::steady_clock::now() - fill_started > std::chrono::seconds(1)) {
+        std::fprintf(stderr,
+                     "obsaug: decoding %lld photos into the distractor pool (%d threads, once "
+                     "per pool)...\n",
+                     static_cast<long long>(P), n_threads);
+        std::fflush(stderr);
+        announced = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(terminal ? 100 : 10));
     }
     for (auto& t : threads) t.join();
     if (error) std::rethrow_exception(error);
@@ -522,9 +538,12 @@ void DistractorPool::Impl::fill() {
     }
     empty_slots.swap(still_empty);
   }
-  if (progress) {
-    std::fprintf(stderr, "\robsaug: filled the distractor pool: %lld / %lld images\n",
-                 static_cast<long long>(P), static_cast<long long>(P));
+  if (terminal || announced) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - fill_started).count();
+    std::fprintf(stderr, "%sobsaug: filled the distractor pool: %lld / %lld images in %.1f s\n",
+                 terminal ? "\r" : "", static_cast<long long>(P), static_cast<long long>(P),
+                 seconds);
   }
   next_serial_ = serial_base;
   next_stamp_ = static_cast<uint64_t>(P);
@@ -873,6 +892,9 @@ DistractorPoolStats DistractorPool::stats() const {
   const double seconds = std::chrono::duration<double>(Clock::now() - im.started_).count();
   s.decode_rate = seconds > 0 ? static_cast<double>(s.decoded) / seconds : 0.0;
   s.calls = im.calls_.load();
+  s.distinct_crops = static_cast<uint64_t>(im.opts_.size) + s.uploaded;
+  s.new_crops_per_call =
+      s.calls > 0 ? static_cast<double>(s.uploaded) / static_cast<double>(s.calls) : 0.0;
   const double mean_written =
       static_cast<double>(im.written_call_sum_.load()) / static_cast<double>(im.opts_.size);
   s.mean_age_calls = std::max(0.0, static_cast<double>(s.calls) - mean_written);

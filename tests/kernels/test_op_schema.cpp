@@ -84,8 +84,9 @@ TEST(OpSchema, EveryOpHasItsDocumentedKeys) {
   EXPECT_EQ(key_names(op_schema(OpKind::kCrop)),
             (std::vector<std::string>{"size", "center", "index"}));
   EXPECT_EQ(key_names(op_schema(OpKind::kOverlay)),
-            (std::vector<std::string>{"alpha", "alpha_max", "per_frame", "index"}));
-  EXPECT_EQ(op_schema(OpKind::kOverlay).key_list(), "op, alpha, alpha_max, per_frame, index");
+            (std::vector<std::string>{"alpha", "alpha_max", "per_frame", "distinct", "index"}));
+  EXPECT_EQ(op_schema(OpKind::kOverlay).key_list(),
+            "op, alpha, alpha_max, per_frame, distinct, index");
   EXPECT_EQ(key_names(op_schema(OpKind::kFlip)), (std::vector<std::string>{"p", "axis", "index"}));
   EXPECT_EQ(key_names(op_schema(OpKind::kRotate)), (std::vector<std::string>{"p", "index"}));
   EXPECT_EQ(key_names(op_schema(OpKind::kTranslate)), (std::vector<std::string>{"size", "index"}));
