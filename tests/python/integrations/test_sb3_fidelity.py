@@ -276,3 +276,19 @@ def test_pickled_state_round_trips_the_new_attributes(tmp_path):
     back = load_from_pkl(tmp_path / "rb.pkl")
     assert back.device == torch.device("cpu") and len(back._head) == 1
     assert back.sample(4).rewards.shape == (4, 1)
+
+
+def test_setting_another_device_moves_the_frames_and_rebuilds_the_engine(monkeypatch):
+    """The move, seen on the CPU: with the devices taken as different, setting the device
+    reloads the frames there and builds the engine there from its config and state."""
+    import obsaug.sb3 as osb3
+    rb = fed(small_buffer(augment=shift_config(size=16, pad=2)))
+    twin = fed(small_buffer(augment=shift_config(size=16, pad=2)))
+    native, engine = rb.replay, rb.engine
+    monkeypatch.setattr(osb3, "same_device", lambda a, b: False)
+    rb.device = "cpu"
+    monkeypatch.undo()
+    assert rb.replay is not native and rb.engine is not engine and engine.closed
+    assert torch.equal(rb.replay.storage, native.storage)
+    a, b = rb.sample(8), twin.sample(8)
+    assert torch.equal(a.observations, b.observations)

@@ -325,3 +325,20 @@ def test_to_a_device_gives_the_transform_an_engine_there():
     assert augment.engine.step == eng.step == 1 and eng.device.type == "cpu"
     out = augment(transitions(4).to("cuda"))
     assert out["pixels"].device.type == "cuda"
+
+
+def test_to_another_device_rebuilds_the_engine_with_its_state(monkeypatch):
+    """The move, seen on the CPU: with the devices taken as different, .to builds a new
+    engine from the config and state (same seed, step, pipeline) and leaves the given one."""
+    import obsaug.torchrl as otr
+    eng, twin = obsaug.Engine(shift_config(seed=5)), obsaug.Engine(shift_config(seed=5))
+    data = transitions(6)
+    eng.augment(data["pixels"])
+    twin.augment(data["pixels"])
+    with monkeypatch.context() as patched:
+        patched.setattr(otr, "same_device", lambda a, b: False)
+        augment = Augment(eng).to("cpu")
+    assert augment.engine is not eng and not eng.closed
+    assert augment.engine.step == 1 and augment.engine.config == eng.config
+    out = augment(data.clone())
+    assert torch.equal(out["pixels"], twin.augment(data["pixels"], step=1))

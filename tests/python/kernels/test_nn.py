@@ -152,7 +152,7 @@ def test_random_shift_without_a_seed_follows_torchs_generator():
 def test_random_shift_takes_drqv2s_other_float_dtypes_exactly(dtype):
     """DrQ-v2's module takes any float dtype; these are shifted as their bytes: the
     same shift as float32's, every value kept bit for bit, the dtype returned."""
-    x = (distinct_images(4, 9, 20, 20) + 0.123).to(dtype)
+    x = (distinct_images(4, 9, 20, 20).double() + 0.123456789).to(dtype)  # float64's own bits
     aug = onn.RandomShift(pad=2, seed=5)
     out = aug(x)
     assert out.dtype == dtype and out.shape == x.shape
@@ -358,3 +358,14 @@ def test_dmcontrol_gb_update_step_runs_unchanged(monkeypatch):
     finally:
         augmentations.set_default_engine(None)
         engine.close()
+
+
+@needs_engine
+def test_random_overlay_gives_the_samples_of_a_call_different_photos(monkeypatch):
+    """DMControl-GB overlays a fresh photo per sample; the drop-in draws its pool without
+    replacement within a call: 16 samples of a 16-photo pool see 16 different photos
+    (with replacement, about 6 would repeat)."""
+    monkeypatch.setenv("OBSAUG_POOL_SIZE", "16")
+    torch.manual_seed(0)
+    out = onn.random_overlay(torch.zeros(16, 3, 24, 24))   # 0.5 * photo
+    assert len({tuple(o.flatten().tolist()) for o in out}) == 16
