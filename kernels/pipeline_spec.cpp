@@ -166,8 +166,7 @@ OpSpec OpSpec::crop(int64_t height, int64_t width, bool center) {
 OpSpec OpSpec::overlay(double alpha, std::optional<double> alpha_max, bool per_frame,
                        bool distinct) {
   OpSpec op(OpKind::kOverlay);
-  op.set("alpha", alpha).set("per_frame", per_frame);
-  if (distinct) op.set("distinct", true);  // texts of earlier pipelines stay as they were
+  op.set("alpha", alpha).set("per_frame", per_frame).set("distinct", distinct);
   if (alpha_max) op.set("alpha_max", *alpha_max);
   return op;
 }

@@ -163,3 +163,17 @@ def test_engine_takes_any_stack_depth_its_frames_stack_is_no_check():
     with jitter_engine() as engine:
         assert engine.config["frames"]["stack"] == 2
         assert engine.augment(random_obs((2, 12, 12, 12))).shape == (2, 12, 12, 12)
+
+
+# --- the drop-ins (DMControl-GB's float 0..255 convention) ------------------------
+
+@needs_engine
+def test_dmcgb_drop_ins_refuse_0_1_data_saying_to_multiply(monkeypatch):
+    import obsaug.nn as onn
+    monkeypatch.setenv("OBSAUG_POOL_SIZE", "8")
+    for name in ("random_overlay", "random_conv"):
+        monkeypatch.setattr(onn._range_sites[name], "checked", False)
+        with pytest.raises(ValueError, match=f"obsaug.nn.{name}: float observations are "
+                                             r"0\.\.255.*multiply 0\.\.1 data by 255"):
+            getattr(onn, name)(unit((2, 9, 16, 16)))
+        assert getattr(onn, name)(unit((2, 9, 16, 16)) * 255).dtype == torch.float32
