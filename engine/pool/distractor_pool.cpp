@@ -32,6 +32,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "engine/pool/fill_progress.h"
 #include "kernels/current_device.h"
 #include "kernels/huge_pages.h"
 
@@ -445,13 +446,7 @@ void DistractorPool::Impl::fill() {
   at::Tensor host = at::empty({P, opts_.channels, opts_.height, opts_.width},
                               at::TensorOptions().dtype(at::kByte).pinned_memory(cuda_));
   uint8_t* host_base = host.data_ptr<uint8_t>();
-  // On a terminal a redrawn count; elsewhere (a notebook's log, a pipe) one line
-  // once the fill has taken a second, and one when it ends: a fill of a few
-  // hundred photos takes seconds, silent it looks like a hang.
-  const bool progress = opts_.show_progress;
-  const bool terminal = progress && ::isatty(STDERR_FILENO);
-  const auto fill_started = std::chrono::steady_clock::now();
-  bool announced = false;
+  FillProgress progress(opts_.show_progress);
 
   std::vector<int64_t> empty_slots(static_cast<size_t>(P));
   for (int64_t k = 0; k < P; ++k) empty_slots[static_cast<size_t>(k)] = k;
@@ -496,21 +491,8 @@ void DistractorPool::Impl::fill() {
       for (auto& t : threads) t.join();
       throw;
     }
-    while (progress && running.load() > 0) {
-      if (terminal) {
-        std::fprintf(stderr, "\robsaug: filling the distractor pool: %lld / %lld images",
-                     static_cast<long long>(filled.load()), static_cast<long long>(P));
-        std::fflush(stderr);
-      } else if (!announced &&
-                 std::chrono::steady_clock::now() - fill_started > std::chrono::seconds(1)) {
-        std::fprintf(stderr,
-                     "obsaug: decoding %lld photos into the distractor pool (%d threads, once "
-                     "per pool)...\n",
-                     static_cast<long long>(P), n_threads);
-        std::fflush(stderr);
-        announced = true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(terminal ? 100 : 10));
+    while (progress.on() && running.load() > 0) {
+      std::this_thread::sleep_for(progress.tick(filled.load(), P, n_threads));
     }
     for (auto& t : threads) t.join();
     if (error) std::rethrow_exception(error);
@@ -538,13 +520,7 @@ void DistractorPool::Impl::fill() {
     }
     empty_slots.swap(still_empty);
   }
-  if (terminal || announced) {
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - fill_started).count();
-    std::fprintf(stderr, "%sobsaug: filled the distractor pool: %lld / %lld images in %.1f s\n",
-                 terminal ? "\r" : "", static_cast<long long>(P), static_cast<long long>(P),
-                 seconds);
-  }
+  progress.done(P);
   next_serial_ = serial_base;
   next_stamp_ = static_cast<uint64_t>(P);
   images_ = cuda_ ? host.to(opts_.device) : host;  // blocking copy: the fill is complete
