@@ -299,7 +299,7 @@ def random_overlay(x: torch.Tensor, dataset: Union[str, float] = _PLACES, *,
     _channels_first("random_overlay", tuple(x.shape))
     _range_sites["random_overlay"].scale_in(x, None, True)
     engine = _default_engine if _default_engine is not None else _overlay_engine(x, alpha)
-    return engine.augment(x, _steps.draw()[1], input_range=(0, 255))
+    return engine.augment(x, _steps.draw()[1])
 
 
 def random_shift(x: torch.Tensor, pad: int = 4) -> torch.Tensor:
