@@ -27,9 +27,9 @@ class FillProgress {
     }
     if (on_ && !announced_ && Clock::now() - started_ > std::chrono::seconds(1)) {
       std::fprintf(stderr,
-                   "obsaug: decoding %lld photos into the distractor pool (%d threads, once per "
-                   "pool)...\n",
-                   size, threads);
+                   "obsaug: decoding %lld photos into the distractor pool (%d thread%s, once "
+                   "per pool)...\n",
+                   size, threads, threads == 1 ? "" : "s");
       std::fflush(stderr);
       announced_ = true;
     }

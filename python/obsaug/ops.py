@@ -682,12 +682,10 @@ def _make_single_op(name: str):
     keys = _own_keys(name)
     required = [key for key, spec in keys.items() if spec["required"]]
 
-    site = _range_site(name)
-
     def op(obs: torch.Tensor, *, seed: int, step: int, op_index: int = 0,
            out: Optional[torch.Tensor] = None, frame_channels: Optional[int] = None,
            input_range: Any = None, **values: Any) -> torch.Tensor:
-        factor = site.scale_in(
+        factor = _range_site(name).scale_in(
             obs, input_range, lambda: _input_range.depends_on_range([{"op": name, **values}]))
         if factor != 1.0:
             result = op(_input_range.scaled(_tensor_arg("obs", obs), factor), seed=seed,
