@@ -38,6 +38,8 @@ py::dict stats_dict(const EngineStats& s) {
       "pool_decoded"_a = s.pool_decoded, "pool_failed"_a = s.pool_failed,
       "pool_uploaded"_a = s.pool_uploaded, "pool_decode_rate"_a = s.pool_decode_rate,
       "pool_mean_age_calls"_a = s.pool_mean_age_calls, "pool_queue_depth"_a = s.pool_queue_depth,
+      "pool_distinct_crops"_a = s.pool_distinct_crops,
+      "pool_new_crops_per_call"_a = s.pool_new_crops_per_call,
       "pool_first_failures"_a = failures_list(s.pool_first_failures));
 }
 
@@ -272,6 +274,14 @@ void bind_engine(py::module& m) {
   m.def("find_embedded_photos", &find_embedded_photos, py::arg("roots"));
   m.def("find_config", &find_config, py::arg("name_or_path"), py::arg("preset_dirs"));
   m.def("preset_names", &preset_names, py::arg("preset_dirs"));
+  // A config file resolved (as Engine.config gives it) without building an
+  // engine: what obsaug.sb3 rebuilds an engine from on another device.
+  m.def(
+      "config_file_dict",
+      [](const std::string& path, const std::string& base_dir) {
+        return config_dict(load_config_file(path, base_dir));
+      },
+      py::arg("path"), py::arg("base_dir") = "");
 }
 
 }  // namespace obsaug::python

@@ -49,6 +49,8 @@ py::dict stats_dict(const DistractorPoolStats& s) {
   return py::dict("decoded"_a = s.decoded, "failed"_a = s.failed, "uploaded"_a = s.uploaded,
                   "decode_rate"_a = s.decode_rate, "mean_age_calls"_a = s.mean_age_calls,
                   "queue_depth"_a = s.queue_depth, "calls"_a = s.calls,
+                  "distinct_crops"_a = s.distinct_crops,
+                  "new_crops_per_call"_a = s.new_crops_per_call,
                   "first_failures"_a = failures_list(s.first_failures));
 }
 

@@ -111,22 +111,24 @@ void crop_out(const at::Tensor& obs, int64_t seed, int64_t step, at::IntArrayRef
 }
 
 at::Tensor overlay(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, int64_t step,
-                   double alpha, std::optional<double> alpha_max, bool per_frame,
-                   int64_t op_index) {
+                   double alpha, std::optional<double> alpha_max, bool per_frame, int64_t op_index,
+                   bool distinct) {
   return ops::overlay(obs, pool, static_cast<uint64_t>(seed), static_cast<uint64_t>(step), alpha,
-                      alpha_max, per_frame, op_index);
+                      alpha_max, per_frame, op_index, {}, distinct);
 }
 
 void overlay_out(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, int64_t step,
                  double alpha, std::optional<double> alpha_max, bool per_frame, int64_t op_index,
-                 const at::Tensor& out) {
+                 bool distinct, const at::Tensor& out) {
   ops::overlay(obs, pool, static_cast<uint64_t>(seed), static_cast<uint64_t>(step), alpha,
-               alpha_max, per_frame, op_index, out);
+               alpha_max, per_frame, op_index, out, distinct);
 }
 
 void overlay_(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, int64_t step,
-              double alpha, std::optional<double> alpha_max, bool per_frame, int64_t op_index) {
-  ops::augment_(obs, pool, {OpSpec::overlay(alpha, alpha_max, per_frame).at_index(op_index)},
+              double alpha, std::optional<double> alpha_max, bool per_frame, int64_t op_index,
+              bool distinct) {
+  ops::augment_(obs, pool,
+                {OpSpec::overlay(alpha, alpha_max, per_frame, distinct).at_index(op_index)},
                 static_cast<uint64_t>(seed), static_cast<uint64_t>(step));
 }
 
@@ -223,13 +225,17 @@ namespace {
 void define(torch::Library& m, const std::string& schema) {
   m.def(schema.c_str());
   const std::string name = schema.substr(0, schema.find('('));
-  m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::Autograd,
-                                       torch::CppFunction::makeFromBoxedFunction<
-                                           &obsaug::bindings::refuse_grad_then_call>()));
+  m.impl(
+      name.c_str(),
+      torch::dispatch(
+          c10::DispatchKey::Autograd,
+          torch::CppFunction::makeFromBoxedFunction<&obsaug::bindings::refuse_grad_then_call>()));
   if (schema.find("(a!)") != std::string::npos) {
-    m.impl(name.c_str(), torch::dispatch(c10::DispatchKey::ADInplaceOrView,
-                                         torch::CppFunction::makeFromBoxedFunction<
-                                             &obsaug::bindings::call_then_note_writes>()));
+    m.impl(
+        name.c_str(),
+        torch::dispatch(
+            c10::DispatchKey::ADInplaceOrView,
+            torch::CppFunction::makeFromBoxedFunction<&obsaug::bindings::call_then_note_writes>()));
   }
 }
 
@@ -272,7 +278,8 @@ TORCH_LIBRARY(obsaug, m) {
          "*, Tensor(a!) out) -> ()");
   define(m,
          "overlay_out(Tensor obs, Tensor pool, SymInt seed, SymInt step, float alpha=0.5, "
-         "float? alpha_max=None, bool per_frame=False, int op_index=0, *, Tensor(a!) out) -> ()");
+         "float? alpha_max=None, bool per_frame=False, int op_index=0, bool distinct=False, *, "
+         "Tensor(a!) out) -> ()");
   define(m,
          "shift(Tensor obs, SymInt seed, SymInt step, int pad=4, str padding=\"replicate\", "
          "int op_index=0) -> Tensor");
@@ -286,8 +293,10 @@ TORCH_LIBRARY(obsaug, m) {
       "-> Tensor");
   define(m,
          "overlay(Tensor obs, Tensor pool, SymInt seed, SymInt step, float alpha=0.5, "
-         "float? alpha_max=None, bool per_frame=False, int op_index=0) -> Tensor");
+         "float? alpha_max=None, bool per_frame=False, int op_index=0, bool distinct=False) -> "
+         "Tensor");
   define(m,
          "overlay_(Tensor(a!) obs, Tensor pool, SymInt seed, SymInt step, float alpha=0.5, "
-         "float? alpha_max=None, bool per_frame=False, int op_index=0) -> ()");
+         "float? alpha_max=None, bool per_frame=False, int op_index=0, bool distinct=False) -> "
+         "()");
 }

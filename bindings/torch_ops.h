@@ -46,7 +46,7 @@ void crop_out(const at::Tensor& obs, int64_t seed, int64_t step, at::IntArrayRef
               int64_t op_index, const at::Tensor& out);
 void overlay_out(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, int64_t step,
                  double alpha, std::optional<double> alpha_max, bool per_frame, int64_t op_index,
-                 const at::Tensor& out);
+                 bool distinct, const at::Tensor& out);
 at::Tensor shift(const at::Tensor& obs, int64_t seed, int64_t step, int64_t pad,
                  const std::string& padding, int64_t op_index);
 // obsaug.nn.RandomShift's call: shift(obs, seed, step=*step, pad, "replicate"),
@@ -56,9 +56,11 @@ at::Tensor counted_shift(const at::Tensor& obs, const at::Tensor& step, int64_t 
 at::Tensor crop(const at::Tensor& obs, int64_t seed, int64_t step, at::IntArrayRef size,
                 bool center, int64_t op_index);
 at::Tensor overlay(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, int64_t step,
-                   double alpha, std::optional<double> alpha_max, bool per_frame, int64_t op_index);
+                   double alpha, std::optional<double> alpha_max, bool per_frame, int64_t op_index,
+                   bool distinct);
 void overlay_(const at::Tensor& obs, const at::Tensor& pool, int64_t seed, int64_t step,
-              double alpha, std::optional<double> alpha_max, bool per_frame, int64_t op_index);
+              double alpha, std::optional<double> alpha_max, bool per_frame, int64_t op_index,
+              bool distinct);
 
 // The single ops of the second family are declared from the op schema:
 // torch.ops.obsaug.<name>(Tensor obs, SymInt seed, SymInt step, <the op's keys with

@@ -8,8 +8,12 @@
 
 # obsaug_skip_component(<component> <missing>...): each <missing> names a
 # dependency and its Debian package, e.g. "libpng (Debian: libpng-dev)".
+# Each skip is also kept in the global property OBSAUG_SKIPPED_COMPONENTS
+# ("<component>: missing <missing>"), which bindings/ builds into
+# obsaug._C.skipped_components: `import obsaug` names what is missing and why.
 function(obsaug_skip_component component)
   list(JOIN ARGN ", " _missing)
+  set_property(GLOBAL APPEND PROPERTY OBSAUG_SKIPPED_COMPONENTS "${component}: missing ${_missing}")
   if(OBSAUG_REQUIRE_ALL)
     message(SEND_ERROR
       "obsaug: ${component} cannot be built: missing ${_missing}. "

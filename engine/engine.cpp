@@ -160,18 +160,24 @@ struct Engine::Impl {
     if (obs.dim() != 4) throw std::invalid_argument(obs_must);
     check_device(obs, where);
     const FramesConfig& f = config.frames;
+    // [B, H, W, S*C] where [B, S*C, H, W] belongs: said with the fix.
+    const bool channels_last = obs.size(1) == f.height && obs.size(2) == f.width &&
+                               obs.size(3) >= 1 && obs.size(3) % f.channels == 0;
+    const std::string hint =
+        channels_last ? "; it looks channels-last ([B, H, W, S*C]): pass obs.permute(0, 3, 1, 2)"
+                      : "";
     if (obs.size(1) < 1 || obs.size(1) % f.channels != 0) {
       throw std::invalid_argument(
           where + "obs has " + std::to_string(obs.size(1)) +
           " channels, expected a positive multiple of frames.channels = " +
           std::to_string(f.channels) + " (e.g. " + std::to_string(f.stack * f.channels) + " for " +
-          std::to_string(f.stack) + " stacked frames); got " + describe(obs));
+          std::to_string(f.stack) + " stacked frames); got " + describe(obs) + hint);
     }
     if (obs.size(2) != f.height || obs.size(3) != f.width) {
       throw std::invalid_argument(
           where + "obs frames must be " + std::to_string(f.height) + "x" + std::to_string(f.width) +
           " (frames.height x frames.width), got " + std::to_string(obs.size(2)) + "x" +
-          std::to_string(obs.size(3)) + " in " + describe(obs));
+          std::to_string(obs.size(3)) + " in " + describe(obs) + hint);
     }
   }
 
@@ -410,6 +416,8 @@ EngineStats Engine::stats() const {
     s.pool_decode_rate = p.decode_rate;
     s.pool_mean_age_calls = p.mean_age_calls;
     s.pool_queue_depth = p.queue_depth;
+    s.pool_distinct_crops = p.distinct_crops;
+    s.pool_new_crops_per_call = p.new_crops_per_call;
     s.pool_first_failures = p.first_failures;
   }
   return s;

@@ -67,6 +67,8 @@ struct EngineStats {
   double pool_decode_rate = 0;
   double pool_mean_age_calls = 0;
   uint64_t pool_queue_depth = 0;
+  uint64_t pool_distinct_crops = 0;  // DistractorPoolStats::distinct_crops
+  double pool_new_crops_per_call = 0;
   // The first kMaxReportedFailures skipped inputs, each with the reason
   // (DistractorPoolStats::first_failures): unreadable or undecodable files,
   // missing .txt entries, truncated shards. pool_failed counts them all.

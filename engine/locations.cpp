@@ -88,8 +88,24 @@ std::string find_config(const std::string& name_or_path,
   std::error_code ec;
   // A folder of the preset's name in the working directory (a run's results)
   // does not hide the preset: only a file does.
-  if (fs::is_regular_file(name_or_path, ec) || name_or_path.find('/') != std::string::npos)
+  if (fs::is_regular_file(name_or_path, ec)) return name_or_path;
+  if (name_or_path.find('/') != std::string::npos) {
+    // A missing path whose file is named like a preset ("configs/drq_shift.yaml"
+    // copied from the README, run outside the checkout): said with the name.
+    const fs::path path(name_or_path);
+    const std::string stem = path.extension() == ".yaml" || path.extension().empty()
+                                 ? path.stem().string()
+                                 : std::string();
+    const std::vector<std::string> names = preset_names(preset_dirs);
+    if (!fs::exists(path, ec) && !stem.empty() &&
+        std::find(names.begin(), names.end(), stem) != names.end()) {
+      throw std::invalid_argument(
+          name_or_path + ": cannot open the config file (no such file); \"" + stem +
+          "\" is a preset: give its name (obsaug.Engine(\"" + stem + "\"), obsaug check-config " +
+          stem + ") to load it from anywhere");
+    }
     return name_or_path;
+  }
   const fs::path file = fs::path(name_or_path).extension() == ".yaml"
                             ? fs::path(name_or_path)
                             : fs::path(name_or_path + ".yaml");

@@ -29,7 +29,9 @@ std::string find_embedded_photos(const std::vector<std::string>& roots);
 
 // A config file given by path or by preset name. A regular file comes back
 // unchanged; so does any text with a '/' (load_config_file reports it missing
-// or a folder). Otherwise the text is a preset name, with or without ".yaml",
+// or a folder), except a missing path whose file name (".yaml" or none) is a
+// preset's: std::invalid_argument "cannot open the config file" naming the
+// preset to pass instead. Otherwise the text is a preset name, with or without ".yaml",
 // looked up in `preset_dirs` in order, so a folder of that name in the working
 // directory does not hide the preset; a name that is no preset but exists (a
 // folder) comes back unchanged for load_config_file to report, and an unknown

@@ -441,8 +441,9 @@ at::Tensor crop(const at::Tensor& obs, uint64_t seed, uint64_t step, int64_t hei
 
 at::Tensor overlay(const at::Tensor& obs, const at::Tensor& pool, uint64_t seed, uint64_t step,
                    double alpha, std::optional<double> alpha_max, bool per_frame, int64_t op_index,
-                   const at::Tensor& out) {
-  return augment(obs, pool, {OpSpec::overlay(alpha, alpha_max, per_frame).at_index(op_index)}, seed,
+                   const at::Tensor& out, bool distinct) {
+  return augment(obs, pool,
+                 {OpSpec::overlay(alpha, alpha_max, per_frame, distinct).at_index(op_index)}, seed,
                  step, {std::nullopt, 1.0, 0.0, out});
 }
 

@@ -100,7 +100,8 @@ at::Tensor crop(const at::Tensor& obs, uint64_t seed, uint64_t step, int64_t hei
                 bool center = false, int64_t op_index = 0, const at::Tensor& out = {});
 at::Tensor overlay(const at::Tensor& obs, const at::Tensor& pool, uint64_t seed, uint64_t step,
                    double alpha = 0.5, std::optional<double> alpha_max = std::nullopt,
-                   bool per_frame = false, int64_t op_index = 0, const at::Tensor& out = {});
+                   bool per_frame = false, int64_t op_index = 0, const at::Tensor& out = {},
+                   bool distinct = false);
 
 // Output shape of `pipeline` on `obs`, for callers that preallocate.
 std::vector<int64_t> output_shape(const at::Tensor& obs, const Pipeline& pipeline);

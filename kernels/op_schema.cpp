@@ -114,7 +114,10 @@ std::vector<OpSchema> make_schemas() {
         {float_key("alpha", 0.5, 0.0, 1.0, "blend weight of the distractor"),
          float_above_key("alpha_max", "alpha", 1.0,
                          "when given, the weight is drawn uniformly in [alpha, alpha_max]"),
-         bool_key("per_frame", false, "one distractor per stacked frame instead of per sample")});
+         bool_key("per_frame", false, "one distractor per stacked frame instead of per sample"),
+         bool_key("distinct", false,
+                  "the samples of a call see different images (drawn without replacement, "
+                  "in blocks of the pool's size)")});
     op.needs.pool = true;
     ops.push_back(std::move(op));
   }

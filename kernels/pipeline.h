@@ -68,6 +68,7 @@ struct OpDesc {
   bool zeros;            // shift, random_conv: zero fill (else replicate the border)
   bool center;           // crop: centre offsets instead of random
   bool per_frame;        // overlay: one draw per stacked frame
+  bool distinct;         // overlay: images of a call drawn without replacement (block_image)
   uint32_t weight_lo;    // overlay: w range, 0..256
   uint32_t weight_hi;
   uint32_t gate;    // gated ops: applies iff (r >> 8) < gate, gate in 0..2^24
@@ -124,6 +125,46 @@ OBSAUG_HD Philox4 draw_supplementary(const PipelineDesc& p, const OpDesc& op, ui
   return draw_block(p.seed, p.step, sample, op.index, 0x8000u + j);
 }
 
+// overlay with distinct: the image of `sample` (and `frame`) drawn without
+// replacement. The samples of a call fall in blocks of P (the pool size):
+// block j = sample / P maps its samples onto the P images by a keyed
+// permutation, so the samples of one block see every image once and a call of
+// B <= P samples sees B different images. The permutation of block j (and
+// frame s) is a 4-round Feistel network on 2k bits (the smallest k with
+// 4^k >= P, at least 1) keyed by supplementary block 0x8000 + s of counter
+// sample j, walked until it lands below P (cycle walking: fewer than 4 rounds
+// of it on average, since 4^k < 4P). A pure function of (seed, step, sample,
+// frame), as every draw.
+OBSAUG_HD uint32_t feistel_round(uint32_t half, uint32_t key, uint32_t mask) {
+  uint32_t x = (half ^ key) * 0x9E3779B1u;  // a 32-bit integer mix (murmur3's finaliser)
+  x ^= x >> 16;
+  x *= 0x85EBCA6Bu;
+  x ^= x >> 13;
+  x *= 0xC2B2AE35u;
+  x ^= x >> 16;
+  return x & mask;
+}
+
+OBSAUG_HD uint32_t block_image(const PipelineDesc& p, const OpDesc& op, uint32_t sample,
+                               uint32_t frame) {
+  const uint32_t pool = static_cast<uint32_t>(p.pool_size);
+  uint32_t bits = 1;
+  while (bits < 16 && (1u << (2 * bits)) < pool) ++bits;
+  const uint32_t mask = (1u << bits) - 1u;
+  const Philox4 keys = draw_block(p.seed, p.step, sample / pool, op.index, 0x8000u + frame);
+  uint32_t x = sample % pool;
+  do {
+    uint32_t left = x >> bits, right = x & mask;
+    for (int round = 0; round < 4; ++round) {
+      const uint32_t next = left ^ feistel_round(right, keys.v[round], mask);
+      left = right;
+      right = next;
+    }
+    x = (left << bits) | right;
+  } while (x >= pool);
+  return x;
+}
+
 OBSAUG_HD int32_t gate_open(uint32_t r, uint32_t threshold) { return (r >> 8) < threshold ? 1 : 0; }
 
 OBSAUG_HD float drawn_factor(float lo, float span, uint32_t r) {
@@ -154,8 +195,11 @@ OBSAUG_HD OpDraw draw_op(const PipelineDesc& p, const OpDesc& op, uint32_t sampl
       return d;
     }
     case OpKind::kOverlay: {
-      const Philox4 r = draw_block(p.seed, p.step, sample, op.index, op.per_frame ? frame : 0);
-      d.image = static_cast<int32_t>(below(r.v[0], static_cast<uint32_t>(p.pool_size)));
+      const uint32_t draw_frame = op.per_frame ? frame : 0;
+      const Philox4 r = draw_block(p.seed, p.step, sample, op.index, draw_frame);
+      const uint32_t pool = static_cast<uint32_t>(p.pool_size);
+      d.image = static_cast<int32_t>(op.distinct ? block_image(p, op, sample, draw_frame)
+                                                 : below(r.v[0], pool));
       d.weight =
           static_cast<int32_t>(op.weight_lo + below(r.v[1], op.weight_hi - op.weight_lo + 1u));
       return d;

@@ -163,9 +163,10 @@ OpSpec OpSpec::crop(int64_t height, int64_t width, bool center) {
   return op;
 }
 
-OpSpec OpSpec::overlay(double alpha, std::optional<double> alpha_max, bool per_frame) {
+OpSpec OpSpec::overlay(double alpha, std::optional<double> alpha_max, bool per_frame,
+                       bool distinct) {
   OpSpec op(OpKind::kOverlay);
-  op.set("alpha", alpha).set("per_frame", per_frame);
+  op.set("alpha", alpha).set("per_frame", per_frame).set("distinct", distinct);
   if (alpha_max) op.set("alpha_max", *alpha_max);
   return op;
 }
@@ -406,6 +407,7 @@ PipelineDesc resolve_pipeline(const Pipeline& pipeline, const FrameGeometry& g, 
       case OpKind::kOverlay: {
         const double alpha = spec.get_float("alpha");
         op.per_frame = spec.get_bool("per_frame");
+        op.distinct = spec.get_bool("distinct");
         op.weight_lo = blend_weight(alpha);
         op.weight_hi = blend_weight(spec.get_optional_float("alpha_max").value_or(alpha));
         break;

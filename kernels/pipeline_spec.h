@@ -50,7 +50,7 @@ class OpSpec {
   static OpSpec shift(int64_t pad, const std::string& padding = "replicate");
   static OpSpec crop(int64_t height, int64_t width, bool center = false);
   static OpSpec overlay(double alpha, std::optional<double> alpha_max = std::nullopt,
-                        bool per_frame = false);
+                        bool per_frame = false, bool distinct = false);
   OpSpec& at_index(int64_t k) { return set("index", k); }
 
  private:

@@ -32,6 +32,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "engine/pool/fill_progress.h"
 #include "kernels/current_device.h"
 #include "kernels/huge_pages.h"
 
@@ -447,7 +448,7 @@ void DistractorPool::Impl::fill() {
   at::Tensor host = at::empty({P, opts_.channels, opts_.height, opts_.width},
                               at::TensorOptions().dtype(at::kByte).pinned_memory(cuda_));
   uint8_t* host_base = host.data_ptr<uint8_t>();
-  const bool progress = opts_.show_progress && ::isatty(STDERR_FILENO);
+  FillProgress progress(opts_.show_progress);
 
   std::vector<int64_t> empty_slots(static_cast<size_t>(P));
   for (int64_t k = 0; k < P; ++k) empty_slots[static_cast<size_t>(k)] = k;
@@ -492,11 +493,8 @@ void DistractorPool::Impl::fill() {
       for (auto& t : threads) t.join();
       throw;
     }
-    while (progress && running.load() > 0) {
-      std::fprintf(stderr, "\robsaug: filling the distractor pool: %lld / %lld images",
-                   static_cast<long long>(filled.load()), static_cast<long long>(P));
-      std::fflush(stderr);
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    while (progress.on() && running.load() > 0) {
+      std::this_thread::sleep_for(progress.tick(filled.load(), P, n_threads));
     }
     for (auto& t : threads) t.join();
     if (error) std::rethrow_exception(error);
@@ -524,10 +522,7 @@ void DistractorPool::Impl::fill() {
     }
     empty_slots.swap(still_empty);
   }
-  if (progress) {
-    std::fprintf(stderr, "\robsaug: filled the distractor pool: %lld / %lld images\n",
-                 static_cast<long long>(P), static_cast<long long>(P));
-  }
+  progress.done(P);
   next_serial_ = serial_base;
   next_stamp_ = static_cast<uint64_t>(P);
   images_ = cuda_ ? host.to(opts_.device) : host;  // blocking copy: the fill is complete
@@ -913,6 +908,9 @@ DistractorPoolStats DistractorPool::stats() const {
   const double seconds = std::chrono::duration<double>(Clock::now() - im.started_).count();
   s.decode_rate = seconds > 0 ? static_cast<double>(s.decoded) / seconds : 0.0;
   s.calls = im.calls_.load();
+  s.distinct_crops = static_cast<uint64_t>(im.opts_.size) + s.uploaded;
+  s.new_crops_per_call =
+      s.calls > 0 ? static_cast<double>(s.uploaded) / static_cast<double>(s.calls) : 0.0;
   const double mean_written =
       static_cast<double>(im.written_call_sum_.load()) / static_cast<double>(im.opts_.size);
   s.mean_age_calls = std::max(0.0, static_cast<double>(s.calls) - mean_written);

@@ -129,6 +129,12 @@ struct DistractorPoolStats {
   double mean_age_calls = 0;  // mean over slots of prepare calls since the slot was written
   uint64_t queue_depth = 0;   // staged images waiting for the next prepare_for_augment()
   uint64_t calls = 0;         // prepare_for_augment() calls so far
+  // Distinct crops the pool has held: its size at the fill plus every upload
+  // (each decode is a fresh random-resized crop), and the rate new ones come
+  // in: uploaded / calls (0 before the first call). An overlay's calls see
+  // at most size + new_crops_per_call per call of them.
+  uint64_t distinct_crops = 0;
+  double new_crops_per_call = 0;
   // The listing's first kMaxReportedFailures, then the reads' and decodes'.
   std::vector<DecodeFailure> first_failures;
 };

@@ -40,6 +40,17 @@ a tensor the engine keeps between calls, one per call site (``augment``,
 dtype and device: it stays valid until the next call of the same site with the
 same shape, which overwrites it. Clone what must outlive that call; call each
 site from one thread at a time (docs/engine.md, "Where results go").
+
+Inputs: torch tensors (a numpy array is a TypeError saying ``torch.from_numpy``),
+uint8 or float32 holding 0..255; ``input_range=(0, 1)`` on ``augment`` takes
+float 0..1 data, and by default the first float ``augment`` / ``augment_`` of an
+engine whose pipeline depends on the range (overlay, cutout's colour,
+color_jitter, random_conv's sigmoid, an output scale) refuses a batch whose
+maximum lies in (0, 1] (obsaug/_input_range.py). ``frames.stack`` is the stack
+depth the tools and presets describe, not a check: an engine takes any number
+of stacked frames of ``frames.channels`` channels (an SB3 or replay buffer's,
+a 4-frame Atari stack through a 3-frame preset); the channels per frame and
+the frame size are checked.
 """
 from __future__ import annotations
 
@@ -49,9 +60,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import torch
 
-from . import _C, locations
+from . import _C, _input_range, locations
 from ._closing import Closing
-from .ops import _rank_args, _uint64_arg, _unwrapped
+from .ops import _rank_args, _tensor_arg, _uint64_arg, _unwrapped
 
 __all__ = ["Engine"]
 
@@ -226,12 +237,35 @@ class Engine(Closing):
         return cls(config, rank=rank, world_size=world_size, **kwargs)
 
     def augment(self, obs: torch.Tensor, step: Optional[int] = None, *,
-                out: Optional[torch.Tensor] = None) -> torch.Tensor:
+                out: Optional[torch.Tensor] = None, input_range: Any = None) -> torch.Tensor:
         """The pipeline out of place; dtype, scale and bias from the config's ``output``.
 
         ``out``: write the result there and return it; else a new tensor, or the
-        engine's reused one with ``output.reuse`` (see the module's doc)."""
+        engine's reused one with ``output.reuse`` (see the module's doc).
+        ``input_range``: None (float obs hold 0..255, checked on the first float
+        call), (0, 255), or (0, 1) (scaled to 0..255 and back; see the module's doc)."""
+        obs = _tensor_arg("obs", obs)
+        factor = self._input_site("augment").scale_in(obs, input_range, self._depends_on_range)
+        if factor != 1.0:
+            result = self._native.augment(_input_range.scaled(obs, factor), _step_arg(step),
+                                          _out_arg(out))
+            return _input_range.scale_out(result, factor, self._output_in_input_scale())
         return self._native.augment(obs, _step_arg(step), _out_arg(out))
+
+    def _input_site(self, method: str) -> _input_range.Site:
+        """The range check of this engine's ``method`` (made on first use)."""
+        sites = self.__dict__.setdefault("_input_sites", {})
+        site = sites.get(method)
+        if site is None:
+            site = sites.setdefault(method, _input_range.Site(f"Engine.{method}"))
+        return site
+
+    def _depends_on_range(self) -> bool:
+        return _input_range.depends_on_range(*_input_range.pipeline_of(self.config))
+
+    def _output_in_input_scale(self) -> bool:
+        output = self.config["output"]
+        return output["dtype"] != "float32" or (output["scale"] == 1.0 and output["bias"] == 0.0)
 
     def gather_augment(self, storage: torch.Tensor, indices: torch.Tensor,
                        step: Optional[int] = None, *,
@@ -240,10 +274,15 @@ class Engine(Closing):
         its device) by int64 ``indices [B, S]`` and augments them in one pass
         (``obsaug.ops.gather_augment`` with the engine's pipeline, step and output);
         ``out`` as for :meth:`augment`."""
-        return self._native.gather_augment(storage, indices, _step_arg(step), _out_arg(out))
+        return self._native.gather_augment(_tensor_arg("storage", storage),
+                                           _tensor_arg("indices", indices), _step_arg(step),
+                                           _out_arg(out))
 
     def augment_(self, obs: torch.Tensor, step: Optional[int] = None) -> torch.Tensor:
-        """The pipeline in place (it must keep the frame size); returns ``obs``."""
+        """The pipeline in place (it must keep the frame size); returns ``obs``. Float
+        obs hold 0..255 (checked on the first float call, as :meth:`augment`)."""
+        obs = _tensor_arg("obs", obs)
+        self._input_site("augment_").scale_in(obs, None, self._depends_on_range)
         self._native.augment_(obs, _step_arg(step))
         return obs
 

@@ -18,6 +18,14 @@ contiguous, and share no memory with the inputs (else ValueError; the
 in-place form is ``inplace=True``); all is checked before anything is
 written. A preallocated ``out`` saves the allocation of a fresh result (and,
 on the CPU, page-faulting it in) on every call.
+
+Float observations hold 0..255, as uint8 ones do. ``input_range=(0, 1)``
+takes float 0..1 data (torchvision's, kornia's and TorchRL's convention):
+scaled to 0..255 for the ops whose result depends on the range (overlay,
+cutout's colour, color_jitter, random_conv's sigmoid, ``scale`` / ``bias``)
+and back; with the default (None) the first float call of each function
+whose pipeline depends on the range reads the batch's maximum and raises
+ValueError when it lies in (0, 1] (obsaug/_input_range.py has the rules).
 """
 from __future__ import annotations
 
@@ -29,7 +37,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import torch
 from torch.fx.experimental.symbolic_shapes import has_static_value
 
-from . import _C
+from . import _C, _input_range
 
 import inspect
 
@@ -316,10 +324,32 @@ def _same_device(first: torch.Tensor, **others: Optional[torch.Tensor]) -> None:
                              f"({first.device}), got {t.device}")
 
 
+_RANGE_SITES: Dict[str, _input_range.Site] = {}
+
+
+def _range_site(name: str) -> _input_range.Site:
+    """The input-range check of ``obsaug.ops.<name>`` (one per function)."""
+    site = _RANGE_SITES.get(name)
+    if site is None:
+        site = _RANGE_SITES.setdefault(name, _input_range.Site(f"obsaug.ops.{name}"))
+    return site
+
+
+def _check_range_only(name: str, obs: Any, input_range: Any) -> None:
+    """input_range of an op whose result does not depend on the value range (shift,
+    crop, ...): checked for a valid value, then ignored."""
+    if input_range is not None:
+        _range_site(name).scale_in(obs, input_range, False)
+
+
 def shift(obs: torch.Tensor, *, seed: int, step: int, pad: int = _default("shift", "pad"),
           padding: str = _default("shift", "padding"), op_index: int = 0,
-          out: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Random shift by (dx, dy) in [-pad, pad]^2, border replicated or zero-filled."""
+          out: Optional[torch.Tensor] = None, input_range: Any = None) -> torch.Tensor:
+    """Random shift by (dx, dy) in [-pad, pad]^2, border replicated or zero-filled.
+
+    ``input_range`` (None, (0, 255) or (0, 1)): accepted for uniformity; a shift
+    does not depend on the value range."""
+    _check_range_only("shift", obs, input_range)
     if not isinstance(padding, str):
         raise TypeError(f"padding must be 'replicate' or 'zeros', got {type(padding).__name__} "
                         f"{padding!r}")
@@ -333,8 +363,11 @@ def shift(obs: torch.Tensor, *, seed: int, step: int, pad: int = _default("shift
 
 def crop(obs: torch.Tensor, *, seed: int, step: int, size: Union[int, Sequence[int]],
          center: bool = _default("crop", "center"), op_index: int = 0,
-         out: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Random (or centre) crop to ``size`` (N or (H, W)), every offset equally likely."""
+         out: Optional[torch.Tensor] = None, input_range: Any = None) -> torch.Tensor:
+    """Random (or centre) crop to ``size`` (N or (H, W)), every offset equally likely.
+
+    ``input_range``: as :func:`shift` (a crop does not depend on the value range)."""
+    _check_range_only("crop", obs, input_range)
     h, w = _size_pair(size)
     args = (_tensor_arg("obs", obs), _as_int64("seed", seed), _as_int64("step", step),
             [_int_arg("size", h), _int_arg("size", w)], _bool_arg("center", center),
@@ -349,12 +382,27 @@ def overlay(obs: torch.Tensor, pool: torch.Tensor, *, seed: int, step: int,
             alpha: float = _default("overlay", "alpha"),
             alpha_max: Optional[float] = _default("overlay", "alpha_max"),
             per_frame: bool = _default("overlay", "per_frame"), op_index: int = 0,
-            inplace: bool = False, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Blend a random pool image into each sample with weight alpha (or U[alpha, alpha_max])."""
+            inplace: bool = False, out: Optional[torch.Tensor] = None,
+            input_range: Any = None,
+            distinct: bool = _default("overlay", "distinct")) -> torch.Tensor:
+    """Blend a random pool image into each sample with weight alpha (or U[alpha, alpha_max]).
+
+    ``distinct=True``: the samples of the call see different pool images (drawn
+    without replacement in blocks of the pool's size; kernels/pipeline.h).
+    ``input_range``: None (float obs hold 0..255, the pool's scale; checked on the
+    first float call), (0, 255) or (0, 1) (scaled to 0..255 and back; out of place
+    only). See the module's doc."""
+    factor = _range_site("overlay").scale_in(obs, input_range, True, in_place=inplace)
+    if factor != 1.0:
+        result = overlay(_input_range.scaled(_tensor_arg("obs", obs), factor), pool, seed=seed,
+                         step=step, alpha=alpha, alpha_max=alpha_max, per_frame=per_frame,
+                         op_index=op_index, out=out, input_range=(0, 255), distinct=distinct)
+        return _input_range.scale_out(result, factor, True)
     args = (_tensor_arg("obs", obs), _tensor_arg("pool", pool), _as_int64("seed", seed),
             _as_int64("step", step), _float_arg("alpha", alpha),
             None if alpha_max is None else _float_arg("alpha_max", alpha_max),
-            _bool_arg("per_frame", per_frame), _int_arg("op_index", op_index))
+            _bool_arg("per_frame", per_frame), _int_arg("op_index", op_index),
+            _bool_arg("distinct", distinct))
     if out is not None:
         if inplace:
             raise ValueError("pass either inplace=True (the result in obs) or out= (the result "
@@ -371,7 +419,7 @@ def augment(obs: torch.Tensor, pool: Optional[torch.Tensor] = None, *,
             ops: Sequence[Mapping[str, Any]], seed: int, step: int, inplace: bool = False,
             out_dtype: Optional[torch.dtype] = None, scale: float = 1.0,
             bias: float = 0.0, out: Optional[torch.Tensor] = None,
-            frame_channels: Optional[int] = None) -> torch.Tensor:
+            frame_channels: Optional[int] = None, input_range: Any = None) -> torch.Tensor:
     """Apply an ordered op list in one fused pass (op k uses counter index k).
 
     Equal, bit for bit in uint8, to applying the ops one after another with
@@ -383,8 +431,19 @@ def augment(obs: torch.Tensor, pool: Optional[torch.Tensor] = None, *,
     random_conv need to be 3 and cutout's colour is drawn per); None takes the
     pool's, else 3 when S*C is a multiple of 3, else 1. Pass it when that guess
     is wrong: 4 for RGBD frames, 1 for 3 or 6 stacked grayscale frames.
+    ``input_range``: None (float obs hold 0..255; checked on the first float call
+    whose pipeline depends on the range), (0, 255) or (0, 1) (scaled to 0..255 and
+    back; out of place only). See the module's doc.
     """
     obs, pool = _tensor_arg("obs", obs), _tensor_arg("pool", pool, optional=True)
+    factor = _range_site("augment").scale_in(
+        obs, input_range, lambda: _input_range.depends_on_range(ops, scale, bias),
+        in_place=inplace)
+    if factor != 1.0:
+        result = augment(_input_range.scaled(obs, factor), pool, ops=ops, seed=seed, step=step,
+                         out_dtype=out_dtype, scale=scale, bias=bias, out=out,
+                         frame_channels=frame_channels, input_range=(0, 255))
+        return _input_range.scale_out(result, factor, scale == 1.0 and bias == 0.0)
     text = pipeline_text(ops)
     seed64, step64 = _as_int64("seed", seed), _as_int64("step", step)
     scale, bias = _float_arg("scale", scale), _float_arg("bias", bias)
@@ -559,31 +618,36 @@ def _crop_out_fake(obs, seed, step, size, center=_default("crop", "center"), op_
     _crop_fake(obs, seed, step, size, center, op_index, out)
 
 
-def _overlay_spec(alpha, alpha_max, per_frame, op_index) -> Dict[str, Any]:
+def _overlay_spec(alpha, alpha_max, per_frame, op_index, distinct) -> Dict[str, Any]:
     return {"op": "overlay", "alpha": alpha, "alpha_max": alpha_max, "per_frame": per_frame,
-            "index": op_index}
+            "index": op_index, "distinct": distinct}
 
 
 @torch.library.register_fake("obsaug::overlay_out")
 def _overlay_out_fake(obs, pool, seed, step, alpha=_default("overlay", "alpha"),
                       alpha_max=_default("overlay", "alpha_max"),
-                      per_frame=_default("overlay", "per_frame"), op_index=0, *, out):
-    _single_op_fake(obs, _overlay_spec(alpha, alpha_max, per_frame, op_index), pool, out=out)
+                      per_frame=_default("overlay", "per_frame"), op_index=0,
+                      distinct=_default("overlay", "distinct"), *, out):
+    _single_op_fake(obs, _overlay_spec(alpha, alpha_max, per_frame, op_index, distinct), pool,
+                    out=out)
 
 
 @torch.library.register_fake("obsaug::overlay")
 def _overlay_fake(obs, pool, seed, step, alpha=_default("overlay", "alpha"),
                   alpha_max=_default("overlay", "alpha_max"),
-                  per_frame=_default("overlay", "per_frame"), op_index=0):
-    return _single_op_fake(obs, _overlay_spec(alpha, alpha_max, per_frame, op_index), pool)
+                  per_frame=_default("overlay", "per_frame"), op_index=0,
+                  distinct=_default("overlay", "distinct")):
+    return _single_op_fake(obs, _overlay_spec(alpha, alpha_max, per_frame, op_index, distinct),
+                           pool)
 
 
 @torch.library.register_fake("obsaug::overlay_")
 def _overlay_inplace_fake(obs, pool, seed, step, alpha=_default("overlay", "alpha"),
                           alpha_max=_default("overlay", "alpha_max"),
-                          per_frame=_default("overlay", "per_frame"), op_index=0):
-    return _single_op_fake(obs, _overlay_spec(alpha, alpha_max, per_frame, op_index), pool,
-                           in_place=True)
+                          per_frame=_default("overlay", "per_frame"), op_index=0,
+                          distinct=_default("overlay", "distinct")):
+    return _single_op_fake(obs, _overlay_spec(alpha, alpha_max, per_frame, op_index, distinct),
+                           pool, in_place=True)
 
 
 # --- the second family (DESIGN.md section 3a) ---
@@ -620,7 +684,14 @@ def _make_single_op(name: str):
 
     def op(obs: torch.Tensor, *, seed: int, step: int, op_index: int = 0,
            out: Optional[torch.Tensor] = None, frame_channels: Optional[int] = None,
-           **values: Any) -> torch.Tensor:
+           input_range: Any = None, **values: Any) -> torch.Tensor:
+        factor = _range_site(name).scale_in(
+            obs, input_range, lambda: _input_range.depends_on_range([{"op": name, **values}]))
+        if factor != 1.0:
+            result = op(_input_range.scaled(_tensor_arg("obs", obs), factor), seed=seed,
+                        step=step, op_index=op_index, out=out, frame_channels=frame_channels,
+                        input_range=(0, 255), **values)
+            return _input_range.scale_out(result, factor, True)
         unknown = sorted(set(values) - set(keys))
         if unknown:
             raise TypeError(f"{name}() got unexpected keyword(s) {unknown}; {name} takes "
@@ -649,6 +720,8 @@ def _make_single_op(name: str):
     params.append(inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None))
     params.append(inspect.Parameter("frame_channels", inspect.Parameter.KEYWORD_ONLY,
                                     default=None))
+    params.append(inspect.Parameter("input_range", inspect.Parameter.KEYWORD_ONLY,
+                                    default=None))
     op.__signature__ = inspect.Signature(params)
     op.__name__ = op.__qualname__ = name
     key_docs = "\n".join(f"    {key} ({spec['default_text']}; {spec['range']}): {spec['doc']}"
@@ -659,7 +732,8 @@ def _make_single_op(name: str):
                   "stacked frames; the same as the pipeline entry "
                   f"``{{'op': '{name}', ...}}`` of :func:`augment` at index ``op_index``. "
                   "``out``: write the result there and return it (see the module's doc). "
-                  "``frame_channels``: C, as :func:`augment` takes it.")
+                  "``frame_channels``: C, as :func:`augment` takes it. ``input_range``: None "
+                  "(float obs hold 0..255), (0, 255) or (0, 1), as :func:`augment` takes it.")
     return op
 
 

@@ -232,6 +232,9 @@ class ReplayBuffer:
     # --- properties -------------------------------------------------------------
 
     def __len__(self) -> int:
+        """Frames stored now (at most ``capacity``), not transitions: an episode of T
+        steps stores T + 1 frames; ``num_valid`` counts the transitions that can be
+        sampled (what ``learning_starts``-style checks want)."""
         return self._native.size
 
     capacity = property(lambda self: self._native.capacity)
@@ -247,7 +250,7 @@ class ReplayBuffer:
     beta = property(lambda self: self._native.beta)
     seed = property(lambda self: self._native.seed)
     num_valid = property(lambda self: self._native.num_valid,
-                         doc="Transitions that can be sampled now.")
+                         doc="Transitions that can be sampled now (len() counts frames).")
     total_frames = property(lambda self: self._native.total_frames,
                             doc="Frames ever added (len() counts those still stored).")
     sample_calls = property(lambda self: self._native.sample_calls,
@@ -257,5 +260,6 @@ class ReplayBuffer:
 
     def __repr__(self) -> str:
         return (f"obsaug.ReplayBuffer(capacity={self.capacity}, frame_shape={self.frame_shape}, "
-                f"frame_stack={self.frame_stack}, len={len(self)}, num_valid={self.num_valid}, "
-                f"device={str(self.device)!r}, prioritized={self.prioritized})")
+                f"frame_stack={self.frame_stack}, frames={len(self)} (len), "
+                f"num_valid={self.num_valid} transitions, device={str(self.device)!r}, "
+                f"prioritized={self.prioritized})")

@@ -8,10 +8,10 @@ for environments.
     from obsaug.torchrl import Augment
 
     rb = ReplayBuffer(storage=LazyTensorStorage(100_000), batch_size=256,
-                      transform=Augment(obsaug.Engine("configs/drq_shift.yaml")))
+                      transform=Augment(obsaug.Engine("drq_shift")))
     # or rb.append_transform(Augment(engine)), e.g. after the transform of
     # CatFrames.make_rb_transform_and_sampler (CatFrames(dim=-3)) rebuilt the stacks
-    env = TransformedEnv(base_env, Augment(obsaug.Engine("configs/drq_shift.yaml")))
+    env = TransformedEnv(base_env, Augment(obsaug.Engine("drq_shift")))
 
 Contract:
 - Replay buffer: TorchRL calls ``forward`` on every ``rb.sample()`` (after the
@@ -39,7 +39,15 @@ Contract:
 - Each key holds observations ``[..., S*C, H, W]`` (any leading batch dims,
   flattened into B for the engine and restored), uint8 or float32 0..255, on the
   engine's device (CPU or CUDA); the output has the engine's output dtype, scale
-  and bias. Each key gets a tensor of its own even when the engine reuses its
+  and bias. Float 0..1 (``ToTensorImage``'s, TorchRL's usual pixel pipeline):
+  ``Augment(engine, input_range=(0, 1))`` scales it to 0..255 for the pipeline
+  and the result back (unless the output has a scale or bias); by default the
+  first float call of an engine whose pipeline depends on the range (overlay,
+  cutout's colour, color_jitter, random_conv's sigmoid, an output scale) raises
+  ValueError when the batch's maximum is at most 1 (obsaug/_input_range.py).
+- ``Augment.to(device)`` (``TransformedEnv.to``, ``rb.transform.to``) gives the
+  transform an engine on that device: built from ``engine.config`` there and
+  loaded with ``engine.state_dict()`` (the engine given stays with its owner). Each key gets a tensor of its own even when the engine reuses its
   outputs (``output.reuse``: Augment then passes a fresh ``out=``), since a
   tensordict keeps what it is given.
 - Steps: each key takes the engine's next step, so obs and next obs of a sample get
@@ -77,6 +85,7 @@ from torchrl.data import Bounded, Composite, TensorSpec, Unbounded
 from torchrl.envs.transforms import Transform
 
 from ._devices import same_device
+from ._input_range import parse as parse_range
 
 __all__ = ["Augment"]
 
@@ -115,12 +124,15 @@ class Augment(Transform):
     def __init__(self, engine: Any, in_keys: Union[NestedKey, Sequence[NestedKey]] = (
                  "pixels", ("next", "pixels")),
                  out_keys: Optional[Union[NestedKey, Sequence[NestedKey]]] = None, *,
-                 share: bool = False):
+                 share: bool = False, input_range: Any = None):
+        """``input_range``: None (float observations hold 0..255, checked once), (0, 255),
+        or (0, 1) (scaled to 0..255 and back, see the module's doc)."""
         from .engine import Engine  # the native Engine exists only in full builds
         if not isinstance(engine, Engine):
             raise TypeError(f"engine must be an obsaug.Engine, got {type(engine).__name__}")
         if not isinstance(share, bool):
             raise TypeError(f"share must be a bool, got {type(share).__name__}")
+        parse_range(input_range)
         in_list = _keys("in_keys", in_keys)
         out_list = in_list if out_keys is None else _keys("out_keys", out_keys)
         if len(out_list) != len(in_list):
@@ -129,6 +141,7 @@ class Augment(Transform):
         super().__init__(in_keys=in_list, out_keys=out_list)
         self._set_engine(engine)
         self.share = share
+        self.input_range = None if input_range is None else tuple(input_range)
 
     def _set_engine(self, engine: Any) -> None:
         from .ops import frame_sizes
@@ -162,7 +175,8 @@ class Augment(Transform):
             dtype = torch.float32 if self._output["dtype"] == "float32" else flat.dtype
             out = torch.empty((flat.shape[0], flat.shape[1], *self._out_hw), dtype=dtype,
                               device=flat.device)
-        out = self.engine.augment(flat, step, out=out)
+        ranged = {} if self.input_range is None else {"input_range": self.input_range}
+        out = self.engine.augment(flat, step, out=out, **ranged)
         return out.reshape(*lead, *out.shape[-3:])
 
     def _augment_keys(self, tensordict: TensorDictBase,
@@ -258,6 +272,21 @@ class Augment(Transform):
             return Bounded(low=low, high=high, shape=out_shape, dtype=dtype, device=spec.device)
         return Unbounded(shape=out_shape, dtype=dtype, device=spec.device)
 
+    # --- devices ------------------------------------------------------------------
+
+    def to(self, *args: Any, **kwargs: Any) -> "Augment":
+        """``nn.Module.to``; a device other than the engine's gives this transform an
+        engine there (see the module's doc)."""
+        device = torch._C._nn._parse_to(*args, **kwargs)[0]
+        if device is not None and not same_device(device, self.engine.device):
+            from .engine import Engine
+            engine = self.engine
+            moved = Engine({**engine.config, "device": str(device)}, rank=engine.rank,
+                           world_size=engine.world_size)
+            moved.load_state_dict(engine.state_dict())
+            self._set_engine(moved)
+        return super().to(*args, **kwargs)
+
     # --- state and copies ---------------------------------------------------------
 
     def get_extra_state(self) -> Dict[str, Any]:
@@ -288,9 +317,11 @@ class Augment(Transform):
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         recipe = state.pop("engine_recipe")
+        state.setdefault("input_range", None)  # pickled before the option existed
         super().__setstate__(state)
         self._set_engine(_build_engine(recipe))
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(in_keys={self.in_keys}, out_keys={self.out_keys}, "
-                f"share={self.share}, step={self.engine.step})")
+                f"share={self.share}, step={self.engine.step}, device={self.engine.device}"
+                f"{'' if self.input_range is None else f', input_range={self.input_range}'})")

@@ -533,6 +533,22 @@ TEST(AugmentKernelEmulated, BatchSizesFromOneTo300) {
   }
 }
 
+// overlay with distinct (blocks of P = 7 samples see every image once, the
+// keyed permutation of kernels/pipeline.h): per sample and per frame, first
+// and second family, across several blocks.
+TEST(AugmentKernelEmulated, OverlayWithDistinctImages) {
+  for (bool per_frame : {false, true}) {
+    SCOPED_TRACE(per_frame ? "per frame" : "per sample");
+    Case c = make({OpSpec::shift(1), OpSpec::overlay(0.5, 0.75, per_frame, true)});
+    c.batch = kSanitized ? 9 : 23;
+    c.height = 6;
+    c.width = 9;
+    run(c);
+    c.pipeline.push_back(OpSpec(OpKind::kGrayscale));
+    run(c);
+  }
+}
+
 OpSpec op(OpKind kind, std::vector<std::pair<std::string, KeyValue>> values = {}) {
   OpSpec spec(kind);
   for (auto& [key, value] : values) spec.set(key, value);

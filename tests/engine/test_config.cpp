@@ -149,7 +149,7 @@ TEST_F(ConfigText, UnknownKeySuggestsTheNearest) {
   expect("frames: {hieght: 2}", "frames.hieght", {"did you mean 'height'?"});
   expect("output: {dtpye: uint8}", "output.dtpye", {"did you mean 'dtype'?"});
   expect("pipeline: [{op: overlay, alpah: 0.3}]", "pipeline[0].alpah",
-         {"did you mean 'alpha'?", "op, alpha, alpha_max, per_frame, index"});
+         {"did you mean 'alpha'?", "op, alpha, alpha_max, per_frame, distinct, index"});
   // Far from every known key: no suggestion, but the known keys are listed.
   const ConfigError e = expect_error([&] { load("colour_jitter: 1"); }, "colour_jitter",
                                      {"unknown key", "Known keys at the top level"});
@@ -158,7 +158,8 @@ TEST_F(ConfigText, UnknownKeySuggestsTheNearest) {
 
 TEST_F(ConfigText, KeyOfAnotherOp) {
   expect("pipeline: [{op: overlay, pad: 4}]", "pipeline[0].pad",
-         {"does not apply to overlay", "overlay takes op, alpha, alpha_max, per_frame, index"});
+         {"does not apply to overlay",
+          "overlay takes op, alpha, alpha_max, per_frame, distinct, index"});
   expect("pipeline: [{op: shift, size: 4}]", "pipeline[0].size", {"does not apply to shift"});
 }
 
@@ -670,7 +671,8 @@ TEST(ConfigDescribe, PrintsTheResolvedValues) {
         "frames: {stack: 5, channels: 1, height: 90, width: 70}\n",
         "  - {op: shift, pad: 3, padding: zeros, index: 4}\n",
         "  - {op: crop, size: [64, 60], center: true}\n",
-        "  - {op: overlay, alpha: 0.1, alpha_max: 0.3333333333333333, per_frame: true}\n",
+        "  - {op: overlay, alpha: 0.1, alpha_max: 0.3333333333333333, per_frame: true, distinct: "
+        "false}\n",
         "  image_size: [64, 60]\n",
         "  refresh: {threads: 0, max_per_second: 12.5, mode: sync, per_call: 3}\n",
         "output: {dtype: float32, scale: 0.00392156862745098, bias: -0.5, reuse: false}\n"})

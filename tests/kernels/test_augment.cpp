@@ -708,6 +708,47 @@ TEST(AugmentByHand, OverlayPerFrame) {
   }
 }
 
+TEST(AugmentByHand, OverlayDistinctDrawsWithoutReplacementInBlocksOfThePool) {
+  // Pool image i is the 1x2 frame (i % 256, i / 256); alpha 1 shows which image a
+  // sample (frame) got.
+  for (const int64_t P : {1, 2, 5, 16, 17, 300}) {
+    SCOPED_TRACE("P = " + std::to_string(P));
+    at::Tensor pool = at::empty({P, 1, 1, 2}, at::kByte);
+    for (int64_t i = 0; i < P; ++i) {
+      pool[i][0][0][0].fill_(i % 256);
+      pool[i][0][0][1].fill_(i / 256);
+    }
+    const int64_t B = 2 * P + 3;  // two whole blocks and part of a third
+    const at::Tensor obs = at::zeros({B, 2, 1, 2}, at::kByte);  // 2 frames of 1 channel
+    for (bool per_frame : {false, true}) {
+      const at::Tensor out =
+          ops::overlay(obs, pool, 11, kStep, 1.0, std::nullopt, per_frame, 0, {}, true)
+              .to(at::kLong);
+      const at::Tensor image = out.select(3, 0) + 256 * out.select(3, 1);  // [B, 2, 1]
+      for (int64_t frame = 0; frame < 2; ++frame) {
+        if (!per_frame) EXPECT_TRUE(image.select(1, frame).equal(image.select(1, 0)));
+        for (int64_t block = 0; block * P < B; ++block) {
+          std::set<int64_t> seen;
+          const int64_t end = std::min(B, (block + 1) * P);
+          for (int64_t b = block * P; b < end; ++b) seen.insert(image[b][frame][0].item<int64_t>());
+          EXPECT_EQ(static_cast<int64_t>(seen.size()), end - block * P)
+              << "block " << block << " frame " << frame << (per_frame ? " per frame" : "");
+          EXPECT_GE(*seen.begin(), 0);
+          EXPECT_LT(*seen.rbegin(), P);
+        }
+      }
+    }
+  }
+  // Not the identity: the first block's order differs from 0..P-1, and between steps.
+  at::Tensor pool = at::arange(64, at::kByte).view({64, 1, 1, 1});
+  const at::Tensor obs = at::zeros({64, 1, 1, 1}, at::kByte);
+  const at::Tensor a = ops::overlay(obs, pool, 3, 1, 1.0, std::nullopt, false, 0, {}, true);
+  const at::Tensor b = ops::overlay(obs, pool, 3, 2, 1.0, std::nullopt, false, 0, {}, true);
+  EXPECT_FALSE(a.flatten().equal(pool.flatten()));
+  EXPECT_FALSE(a.equal(b));
+  EXPECT_TRUE(std::get<0>(a.flatten().sort()).equal(pool.flatten()));
+}
+
 TEST(AugmentByHand, OverlayAfterShiftReadsThePoolAtItsStage) {
   // shift then overlay with alpha 1: the distractor is not shifted; overlay
   // then shift: the distractor moves with the frame.

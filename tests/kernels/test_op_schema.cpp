@@ -84,8 +84,9 @@ TEST(OpSchema, EveryOpHasItsDocumentedKeys) {
   EXPECT_EQ(key_names(op_schema(OpKind::kCrop)),
             (std::vector<std::string>{"size", "center", "index"}));
   EXPECT_EQ(key_names(op_schema(OpKind::kOverlay)),
-            (std::vector<std::string>{"alpha", "alpha_max", "per_frame", "index"}));
-  EXPECT_EQ(op_schema(OpKind::kOverlay).key_list(), "op, alpha, alpha_max, per_frame, index");
+            (std::vector<std::string>{"alpha", "alpha_max", "per_frame", "distinct", "index"}));
+  EXPECT_EQ(op_schema(OpKind::kOverlay).key_list(),
+            "op, alpha, alpha_max, per_frame, distinct, index");
   EXPECT_EQ(key_names(op_schema(OpKind::kFlip)), (std::vector<std::string>{"p", "axis", "index"}));
   EXPECT_EQ(key_names(op_schema(OpKind::kRotate)), (std::vector<std::string>{"p", "index"}));
   EXPECT_EQ(key_names(op_schema(OpKind::kTranslate)), (std::vector<std::string>{"size", "index"}));
@@ -316,7 +317,7 @@ TEST(FormatOp, TextAndYamlForms) {
   EXPECT_EQ(format_op(crop, OpStyle::kYaml), "{op: crop, size: [84, 80], center: true, index: 3}");
   EXPECT_EQ(format_op(OpSpec::crop(84, 84), OpStyle::kYaml), "{op: crop, size: 84, center: false}");
   EXPECT_EQ(format_op(OpSpec::overlay(0.1, 1.0 / 3.0), OpStyle::kText),
-            "op=overlay,alpha=0.1,alpha_max=0.3333333333333333,per_frame=false");
+            "op=overlay,alpha=0.1,alpha_max=0.3333333333333333,per_frame=false,distinct=false");
   EXPECT_EQ(format_op(OpSpec::shift(4), OpStyle::kYaml), "{op: shift, pad: 4, padding: replicate}");
 }
 

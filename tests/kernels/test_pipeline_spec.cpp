@@ -162,7 +162,7 @@ TEST(PipelineSpecErrors, UnknownKey) {
   // The message lists the keys of the op at hand, from the schema.
   const std::string m = parse_error("op=shift,pad=4|op=overlay,alpah=0.5");
   expect_mentions(m, {"op 1 (overlay)", "unknown key 'alpah'",
-                      "overlay takes op, alpha, alpha_max, per_frame, index"});
+                      "overlay takes op, alpha, alpha_max, per_frame, distinct, index"});
 }
 
 TEST(PipelineSpecErrors, KeyForTheWrongOp) {

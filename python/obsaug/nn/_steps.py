@@ -1,46 +1,46 @@
-"""The one (seed, step) source of the obsaug.nn functions.
+"""The one (seed, step) source of the obsaug.nn drop-ins that follow a global generator.
 
-Every function of ``obsaug.nn`` and ``obsaug.nn.rad`` that calls an
-``obsaug.ops`` op draws at ``draw()``: torch's seed (``torch.initial_seed()``)
-and the next step of this process-wide counter (one step per call, from 0,
-thread-safe). So consecutive calls draw independent parameters; a run is
-reproducible from its torch seed and call order, as the upstream functions
-(which draw from torch's generator) are; runs seeded apart
-(``torch.manual_seed``) get their own augmentations; and a DataLoader worker,
-which torch seeds base seed + worker id, gets its own too. (``RandomShift``
-modules keep their own counter; ``random_overlay``'s engines keep theirs.)
+The functions of ``obsaug.nn`` (``random_shift``, ``random_crop``,
+``random_overlay``, ``random_conv``), the torch functions of
+``obsaug.nn.rad`` and ``RandomShift`` modules built without a seed draw
+their parameters as the upstream code does, from torch's default generator:
+each call takes one integer ``d`` in ``[0, 2**63)`` from it
+(``torch.randint``, :func:`draw`) and then runs exactly the obsaug op at
+``seed=SEED`` (0) and ``step=d``, obsaug's Philox stream for that call. RAD's
+numpy functions take ``d`` from numpy's global generator instead
+(``np.random.randint``, :func:`draw_numpy`), as RAD's own do. So:
+
+- ``torch.manual_seed(s)`` (``np.random.seed(s)`` for RAD's numpy
+  functions) makes a script repeat its augmentations, as it repeated the
+  upstream functions' (which draw from the same generators);
+- consecutive calls draw independent parameters (``d`` differs);
+- DataLoader workers, which torch (and, since PyTorch 1.9, numpy) seeds
+  apart, draw apart;
+- a call consumes one value of the generator, as an upstream call consumes some.
 """
 from __future__ import annotations
 
-import threading
 from typing import Tuple
 
+import numpy as np
 import torch
 
-_lock = threading.Lock()
-_next = 0
+SEED = 0  # the Philox key of every call that follows a global generator
+_HIGH = 2**63 - 1  # torch.randint's high is exclusive and must fit in int64
 
 
-def seed() -> int:
-    """The seed the functions draw with now: torch's (``torch.initial_seed()``)."""
-    return torch.initial_seed()
-
-
-def take() -> int:
-    """The step of this call; the counter moves on by one."""
-    global _next
-    with _lock:
-        step = _next
-        _next += 1
-    return step
+def draw_tensor() -> torch.Tensor:
+    """One draw from torch's default generator as a CPU int64 scalar tensor (what
+    ``torch.ops.obsaug.counted_shift`` takes as its step; traceable)."""
+    return torch.randint(0, _HIGH, (), dtype=torch.int64)
 
 
 def draw() -> Tuple[int, int]:
-    """This call's (seed, step); the counter moves on by one."""
-    return seed(), take()
+    """This call's (seed, step): ``SEED`` and one draw from torch's default generator."""
+    return SEED, int(draw_tensor().item())
 
 
-def peek() -> int:
-    """The step the next call will take (the counter does not move)."""
-    with _lock:
-        return _next
+def draw_numpy() -> Tuple[int, int]:
+    """This call's (seed, step) for RAD's numpy functions: ``SEED`` and one draw from
+    numpy's global generator (``np.random.randint``)."""
+    return SEED, int(np.random.randint(0, _HIGH, dtype=np.int64))

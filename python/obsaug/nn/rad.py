@@ -15,10 +15,16 @@ two conventions, and each function here keeps its own:
   ``random_rotation`` take uint8 too) and return a new tensor of the same
   dtype and device (RAD's colour jitter writes into its input; this does not).
 
-Each call is one ``obsaug.ops`` call at torch's seed (``torch.initial_seed()``)
-and the next step of the counter all ``obsaug.nn`` functions share
-(``obsaug.nn._steps``). Parameters
-are drawn per sample and shared by its stacked frames, as RAD does.
+Random draws follow the generators RAD's functions use (obsaug.nn._steps):
+each numpy function's call takes one integer ``d`` in ``[0, 2**63)`` from
+numpy's global generator (``np.random.randint``), each torch function's from
+torch's default generator (``torch.randint``), and is then exactly the
+``obsaug.ops`` call at seed 0 and step ``d``. So ``np.random.seed(s)`` and
+``torch.manual_seed(s)`` (RAD's ``set_seed_everywhere``) repeat the
+augmentations, as they repeat RAD's. Parameters are drawn per sample and
+shared by its stacked frames, as RAD does (the colour cutout's colours, which
+RAD draws per channel of the stack, are per channel too). ``no_aug(x)``
+returns ``x``, as RAD's, so RAD's whole ``aug_to_func`` table builds.
 
 Where obsaug deliberately differs from RAD (docs/ops.md has the table):
 the gates are ``u < p`` on obsaug's generator, not ``np.random.uniform() <= p``;
@@ -26,9 +32,10 @@ cutouts draw the box size (RAD's 10..29) and its position apart (RAD uses one
 number for both, so its boxes start at their own size); the colour cutout
 fills 0..255 on uint8 input (RAD assigns a 0..1 colour to the uint8 array,
 which truncates to black); grayscale keeps float values (RAD truncates every
-pixel to a uint8 level) with torchvision's 0.299 (RAD: 0.2989); the colour
-jitter is torchvision's RGB definitions in a fixed order (RAD's
-ColorJitterLayer works in HSV, in one of two orders, and needs B = 128).
+pixel to a uint8 level) with PIL's 0.299 (RAD's and torchvision's tensor
+``rgb_to_grayscale``: 0.2989); the colour jitter is torchvision's RGB
+definitions in a fixed order (RAD's ColorJitterLayer works in HSV, in one of
+two orders, and needs B = 128).
 """
 from __future__ import annotations
 
@@ -38,11 +45,11 @@ import numpy as np
 import torch
 
 from .. import ops
-from . import _steps
+from . import _channels_first, _steps
 
 __all__ = ["random_crop", "random_translate", "random_flip", "random_rotation",
            "random_grayscale", "random_cutout", "random_cutout_color", "random_convolution",
-           "random_color_jitter"]
+           "random_color_jitter", "no_aug"]
 
 _NUMPY_DTYPES = (np.uint8, np.float32)
 
@@ -60,6 +67,7 @@ def _from_numpy(name: str, imgs: Any) -> torch.Tensor:
                         f"got dtype {imgs.dtype}")
     if imgs.ndim != 4:
         raise ValueError(f"{name}: imgs must have shape (B, C, H, W), got shape {imgs.shape}")
+    _channels_first(name, imgs.shape)
     return torch.from_numpy(np.ascontiguousarray(imgs))
 
 
@@ -73,11 +81,19 @@ def _tensor(name: str, images: Any, uint8_ok: bool) -> torch.Tensor:
         raise TypeError(f"{name}: images must be {allowed} (RAD divides the replay's uint8 by "
                         f"255 before this augmentation), got {images.dtype}; obsaug.ops takes "
                         f"uint8 or float32 0..255 directly")
+    _channels_first(name, tuple(images.shape))
     return images
 
 
 def _draw() -> Dict[str, int]:
+    """A torch function's draw: one value of torch's default generator."""
     seed, step = _steps.draw()
+    return {"seed": seed, "step": step}
+
+
+def _draw_numpy() -> Dict[str, int]:
+    """A numpy function's draw: one value of numpy's global generator."""
+    seed, step = _steps.draw_numpy()
     return {"seed": seed, "step": step}
 
 
@@ -105,7 +121,7 @@ def random_crop(imgs: np.ndarray, out: int = 84) -> np.ndarray:
     and W are drawn apart (RAD draws both from H).
     """
     x = _from_numpy("random_crop", imgs)
-    return ops.crop(x, size=out, **_draw()).numpy()
+    return ops.crop(x, size=out, **_draw_numpy()).numpy()
 
 
 def random_translate(imgs: np.ndarray, size: int, return_random_idxs: bool = False,
@@ -126,7 +142,7 @@ def random_translate(imgs: np.ndarray, size: int, return_random_idxs: bool = Fal
     if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
         raise TypeError(f"random_translate: size must be an int, got {type(size).__name__}")
     n, c, h, w = x.shape
-    draw = _draw()
+    draw = _draw_numpy()
     if h1s is None and w1s is None and not return_random_idxs:
         return ops.translate(x, size=int(size), **draw).numpy()
     drawn_h, drawn_w = _translate_offsets(n, h, w, int(size), draw)
@@ -170,27 +186,40 @@ def random_cutout(imgs: np.ndarray, min_cut: int = 10, max_cut: int = 30) -> np.
     """
     x = _from_numpy("random_cutout", imgs)
     lo, hi = _cut_range("random_cutout", min_cut, max_cut)
-    return ops.cutout(x, min=lo, max=hi, fill="zeros", **_draw()).numpy()
+    return ops.cutout(x, min=lo, max=hi, fill="zeros", **_draw_numpy()).numpy()
 
 
 def random_cutout_color(imgs: np.ndarray, min_cut: int = 10, max_cut: int = 30) -> np.ndarray:
-    """RAD's ``random_cutout_color``: one box of a random colour per sample.
+    """RAD's ``random_cutout_color``: one box per sample, a random colour per channel.
 
     imgs: numpy ``(B, C, H, W)``; returns the same shape and dtype. The box as
-    in :func:`random_cutout`; its colour, one value per channel shared by the
-    sample's frames, is 0..255 on uint8 input and 0..1 (``k / 255``) on
-    float32 input, RAD's colour scale. Difference: on uint8 input RAD assigns
-    its 0..1 colour to the uint8 array, which truncates it to 0 (a black
-    box); obsaug fills the colour.
+    in :func:`random_cutout`, shared by the sample's channels; its colour, as
+    RAD's ``randint(0, 255, size=(B, C))``, one value per channel of the stack
+    (9 for 3 RGB frames), 0..255 on uint8 input and ``k / 255`` on float32
+    input, RAD's colour scale. Draws: the box is ``obsaug.ops.cutout`` (fill
+    zeros) at the call's seed and step, op index 0; the colour of channel c of
+    sample b is the colour ``ops.cutout`` (fill color, C = 1, min = max = 1,
+    op index 1) draws for sample ``b * C + c`` of a batch of 1x1 frames.
+    Differences: on uint8 input RAD assigns its 0..1 colour to the uint8 array,
+    which truncates it to 0 (a black box); obsaug fills the colour, and its
+    colours reach 255 (RAD's ``randint(0, 255)`` stops at 254).
     """
     x = _from_numpy("random_cutout_color", imgs)
     lo, hi = _cut_range("random_cutout_color", min_cut, max_cut)
-    draw = _draw()
+    draw = _draw_numpy()
+    n, c, h, w = x.shape
+    probe = torch.ones((n, 1, h, w), dtype=torch.uint8)
+    box = ops.cutout(probe, min=lo, max=hi, fill="zeros", **draw)[:, :1] == 0
+    colours = ops.cutout(torch.zeros((n * c, 1, 1, 1), dtype=torch.uint8), min=1, max=1,
+                         fill="color", op_index=1, frame_channels=1, **draw).view(n, c, 1, 1)
     if x.dtype == torch.uint8:
-        return ops.cutout(x, min=lo, max=hi, fill="color", **draw).numpy()
-    # float: the box from a probe of -1 (obsaug's colours are 0..255), scaled to 0..1
-    box = ops.cutout(torch.full_like(x, -1.0), min=lo, max=hi, fill="color", **draw)
-    return torch.where(box >= 0, box / 255.0, x).numpy()
+        return torch.where(box, colours, x).numpy()
+    return torch.where(box, colours.to(torch.float32) / 255.0, x).numpy()
+
+
+def no_aug(x: Any) -> Any:
+    """RAD's ``no_aug``: returns ``x`` itself (the identity entry of RAD's table)."""
+    return x
 
 
 # --- torch functions (after obs / 255., float 0..1) -------------------------------

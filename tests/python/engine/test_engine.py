@@ -22,7 +22,7 @@ pytestmark = needs_engine
 
 STATS_KEYS = {"calls", "samples", "step", "has_pool", "pool_decoded", "pool_failed",
               "pool_uploaded", "pool_decode_rate", "pool_mean_age_calls", "pool_queue_depth",
-              "pool_first_failures"}
+              "pool_first_failures", "pool_distinct_crops", "pool_new_crops_per_call"}
 
 
 def small_config(mode="async", threads=2, seed=3, **output):
@@ -68,7 +68,7 @@ def test_config_is_a_dict_that_builds_the_same_engine():
         config = engine.config
         assert config["pipeline"] == [
             {"op": "shift", "pad": 4, "padding": "replicate"},
-            {"op": "overlay", "alpha": 0.5, "per_frame": False}]
+            {"op": "overlay", "alpha": 0.5, "per_frame": False, "distinct": False}]
         assert config["pool"]["image_size"] == [40, 48]   # inferred: the overlay's frames
         assert config["frames"] == {"stack": 3, "channels": 3, "height": 40, "width": 48}
         with obsaug.Engine(config) as again:

@@ -15,7 +15,7 @@ from reference import overlay as reference_overlay
 pytestmark = needs_pool
 
 STATS_KEYS = {"decoded", "failed", "uploaded", "decode_rate", "mean_age_calls", "queue_depth",
-              "calls", "first_failures"}
+              "calls", "first_failures", "distinct_crops", "new_crops_per_call"}
 
 
 def make_pool(**kwargs):
@@ -41,6 +41,35 @@ def test_images_shape_dtype_and_stats():
     assert pool.closed
     with pytest.raises(RuntimeError, match="after close"):
         pool.refresh()
+
+
+def test_stats_report_the_distinct_crops_and_their_rate():
+    """Each decode is a new random-resized crop: the pool has held size + uploaded of
+    them, uploaded / calls new ones per call (what an overlay's calls can see)."""
+    with make_pool(mode="sync", per_call=2, threads=1) as pool:
+        assert pool.stats()["distinct_crops"] == 24 and pool.stats()["new_crops_per_call"] == 0
+        for _ in range(3):
+            pool.refresh()
+        stats = pool.stats()
+        assert (stats["uploaded"], stats["calls"]) == (6, 3)
+        assert stats["distinct_crops"] == 30 and stats["new_crops_per_call"] == 2.0
+
+
+def test_a_fill_that_takes_a_while_says_so_off_a_terminal(capfd):
+    """Off a terminal (a log, a notebook) a fill longer than a second prints one line as
+    it starts and one as it ends; a quick fill prints nothing."""
+    with make_pool(size=4, progress=True, threads=1):
+        pass
+    assert "obsaug:" not in capfd.readouterr().err
+    with make_pool(size=96, image_size=(84, 84), progress=True, threads=1) as pool:
+        took = pool.stats()["decoded"] / pool.stats()["decode_rate"]
+    err = capfd.readouterr().err
+    if took > 1.5:  # (a machine that decodes 96 photos within a second prints nothing)
+        assert "obsaug: decoding 96 photos into the distractor pool" in err, err
+        assert "obsaug: filled the distractor pool: 96 / 96 images in" in err, err
+    with make_pool(size=96, image_size=(84, 84), progress=False, threads=1):
+        pass
+    assert "obsaug:" not in capfd.readouterr().err
 
 
 def test_grayscale_and_square_size():

@@ -269,3 +269,76 @@ def test_cuda_tensordicts_match_cpu():
     assert torch.equal(batch["pixels"].cpu(), cpu_eng.augment(data["pixels"][idx], step=0))
     assert torch.equal(batch["next", "pixels"].cpu(),
                        cpu_eng.augment(data["next", "pixels"][idx], step=1))
+
+
+# --- float 0..1 observations (ToTensorImage's) and devices -----------------------------
+
+def jitter_config(**kw):
+    """A pipeline whose result depends on the value range (color_jitter), no photos."""
+    return dict(shift_config(), pipeline=[{"op": "color_jitter"}], **kw)
+
+
+def unit_transitions(n, seed=0):
+    data = transitions(n, torch.float32, seed)
+    for key in ("pixels", ("next", "pixels")):
+        data.set(key, data.get(key) / 255.0)   # what ToTensorImage gives
+    return data
+
+
+def test_float_0_1_observations_are_refused_then_scaled_with_input_range():
+    data = unit_transitions(16)
+    rb = ReplayBuffer(storage=LazyTensorStorage(32), batch_size=8,
+                      transform=Augment(obsaug.Engine(jitter_config())))
+    rb.extend(data)
+    with pytest.raises(ValueError, match=r"float observations are 0\.\.255.*input_range=\(0, 1\)"):
+        rb.sample()
+    eng, twin = obsaug.Engine(jitter_config(seed=4)), obsaug.Engine(jitter_config(seed=4))
+    augment = Augment(eng, input_range=(0, 1))
+    assert "input_range=(0, 1)" in repr(augment)
+    out = augment(data[:4].clone())
+    assert out["pixels"].max() <= 1.0 and out["pixels"].dtype == torch.float32
+    assert torch.equal(out["pixels"], twin.augment(data["pixels"][:4] * 255, step=0) / 255)
+    with pytest.raises(ValueError, match="input_range must be None"):
+        Augment(eng, input_range=(0, 10))
+
+
+def test_a_shift_takes_0_1_observations_as_they_are():
+    out = Augment(obsaug.Engine(shift_config()))(unit_transitions(4))
+    assert out["pixels"].max() <= 1.0
+
+
+def test_to_keeps_the_engine_on_its_device_and_copies_keep_input_range():
+    import copy
+    eng = obsaug.Engine(shift_config())
+    augment = Augment(eng, input_range=(0, 1))
+    assert augment.to("cpu").engine is eng
+    assert augment.to(torch.float64).engine is eng   # no device: nothing to move
+    assert copy.deepcopy(augment).input_range == (0, 1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_to_a_device_gives_the_transform_an_engine_there():
+    eng = obsaug.Engine(shift_config(seed=7))
+    eng.augment(transitions(2)["pixels"])              # step 1
+    augment = Augment(eng).to("cuda")
+    assert augment.engine is not eng and augment.engine.device.type == "cuda"
+    assert augment.engine.step == eng.step == 1 and eng.device.type == "cpu"
+    out = augment(transitions(4).to("cuda"))
+    assert out["pixels"].device.type == "cuda"
+
+
+def test_to_another_device_rebuilds_the_engine_with_its_state(monkeypatch):
+    """The move, seen on the CPU: with the devices taken as different, .to builds a new
+    engine from the config and state (same seed, step, pipeline) and leaves the given one."""
+    import obsaug.torchrl as otr
+    eng, twin = obsaug.Engine(shift_config(seed=5)), obsaug.Engine(shift_config(seed=5))
+    data = transitions(6)
+    eng.augment(data["pixels"])
+    twin.augment(data["pixels"])
+    with monkeypatch.context() as patched:
+        patched.setattr(otr, "same_device", lambda a, b: False)
+        augment = Augment(eng).to("cpu")
+    assert augment.engine is not eng and not eng.closed
+    assert augment.engine.step == 1 and augment.engine.config == eng.config
+    out = augment(data.clone())
+    assert torch.equal(out["pixels"], twin.augment(data["pixels"], step=1))

@@ -27,7 +27,7 @@ CALLS = {
     "gather_augment": ("storage", lambda x, p: ops.gather_augment(
         x.reshape(4, 3, 8, 8), torch.tensor([[0, 1], [2, 3]]), ops=[{"op": "shift"}], seed=0,
         step=1)),
-    "RandomShift": ("obs", lambda x, p: obsaug.nn.RandomShift(2)(x)),
+    "RandomShift": ("obs", lambda x, p: obsaug.nn.RandomShift(2, seed=0)(x)),
 }
 
 

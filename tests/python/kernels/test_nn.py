@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 import obsaug
 import obsaug.nn as onn
+from obsaug.nn import _steps
 
 from conftest import PHOTOS, needs_engine
 
@@ -105,6 +106,8 @@ def test_random_shift_state_carries_its_seed_and_takes_every_step():
     ({"step": "5"}, TypeError, "RandomShift state 'step' must be an int"),
     ({"step": 3, "seed": 2**64}, ValueError, "RandomShift state 'seed' must be in [0, 2**64)"),
     ({"seed": 3}, ValueError, "RandomShift state must be a dict with 'step'"),
+    ({"step": None, "seed": 3}, ValueError, "'step' None (a module that follows torch's"),
+    ({"step": 3, "seed": None}, ValueError, "'seed' None needs 'step' None"),
 ])
 def test_random_shift_refuses_a_bad_state_and_keeps_its_own(state, exc, words):
     aug = onn.RandomShift(pad=2, seed=7)
@@ -115,14 +118,57 @@ def test_random_shift_refuses_a_bad_state_and_keeps_its_own(state, exc, words):
     assert aug.seed == 7 and aug.step == 1
 
 
-def test_random_shift_seeds_from_torch_unless_given():
+def test_random_shift_without_a_seed_follows_torchs_generator():
+    """As DrQ-v2's RandomShiftsAug (torch.randint per call): torch.manual_seed repeats a
+    module built without a seed, each call being ops.shift at seed 0 and one
+    torch.randint draw; its state says so and loads into a seeded module."""
     before = torch.initial_seed()
     try:
+        x = distinct_images(4, 9, 16, 16)
+        aug = onn.RandomShift(pad=3)
+        assert aug.seed is None and aug.step is None and "seed=None" in repr(aug)
         torch.manual_seed(123)
-        assert onn.RandomShift(pad=4).seed == 123
-        assert onn.RandomShift(pad=4, seed=8).seed == 8
+        first = aug(x)
+        torch.manual_seed(123)
+        again = aug(x)
+        assert torch.equal(first, again)
+        torch.manual_seed(123)
+        seed, step = _steps.draw()
+        assert (seed, torch.equal(first, obsaug.ops.shift(x, seed=0, step=step, pad=3))) == \
+            (0, True)
+        assert not torch.equal(aug(x), aug(x))  # consecutive calls draw apart
+        assert aug.state_dict()["_extra_state"] == {"seed": None, "step": None}
+        seeded = onn.RandomShift(pad=3, seed=8)
+        assert seeded.seed == 8
+        seeded.load_state_dict(aug.state_dict())
+        assert seeded.seed is None
+        torch.manual_seed(123)
+        assert torch.equal(seeded(x), first)
     finally:
         torch.manual_seed(before)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16])
+def test_random_shift_takes_drqv2s_other_float_dtypes_exactly(dtype):
+    """DrQ-v2's module takes any float dtype; these are shifted as their bytes: the
+    same shift as float32's, every value kept bit for bit, the dtype returned."""
+    x = (distinct_images(4, 9, 20, 20).double() + 0.123456789).to(dtype)  # float64's own bits
+    aug = onn.RandomShift(pad=2, seed=5)
+    out = aug(x)
+    assert out.dtype == dtype and out.shape == x.shape
+    want = obsaug.ops.shift(x.float(), seed=5, step=0, pad=2)
+    assert torch.equal(out.float(), want)
+    assert None not in shift_of(out.double(), x.double(), 2, atol=0)
+    with pytest.raises(TypeError, match="uint8, float32, float64, float16 or bfloat16"):
+        aug(torch.zeros(2, 3, 8, 8, dtype=torch.int32))
+
+
+def test_random_shift_refuses_a_channels_last_batch():
+    aug = onn.RandomShift(pad=4, seed=1)
+    with pytest.raises(ValueError, match=r"looks channels-last.*x\.permute\(0, 3, 1, 2\)"):
+        aug(torch.rand(2, 84, 84, 9) * 255)
+    assert aug.step == 0
+    assert aug(torch.rand(2, 9, 84, 84)).shape == (2, 9, 84, 84)
 
 
 def test_random_shift_keeps_its_count_when_the_input_is_rejected():
@@ -238,13 +284,27 @@ def test_random_shift_non_square_and_uint8():
 
 
 def test_random_shift_under_torch_compile_fullgraph():
-    aug = onn.RandomShift(pad=4)
+    aug = onn.RandomShift(pad=4, seed=11)
     compiled = torch.compile(aug, fullgraph=True)
     x = torch.rand(4, 9, 84, 84) * 255
     outs = [compiled(x) for _ in range(12)]  # more steps than the recompile limit
     for step, out in enumerate(outs):
         assert torch.equal(out, obsaug.ops.shift(x, seed=aug.seed, step=step, pad=4))
     assert aug.step == 12
+
+
+def test_random_shift_following_torch_under_torch_compile_fullgraph():
+    """Compiled, the draw is inductor's (itself seeded from torch's generator), so
+    torch.manual_seed repeats the compiled module too; every output is a shift."""
+    compiled = torch.compile(onn.RandomShift(pad=2), fullgraph=True)
+    x = distinct_images(4, 3, 12, 12)
+    torch.manual_seed(9)
+    first = [compiled(x) for _ in range(3)]
+    torch.manual_seed(9)
+    again = [compiled(x) for _ in range(3)]
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert None not in shift_of(first[0], x, 2)
+    assert not torch.equal(first[0], first[1])
 
 
 @needs_engine
@@ -298,3 +358,14 @@ def test_dmcontrol_gb_update_step_runs_unchanged(monkeypatch):
     finally:
         augmentations.set_default_engine(None)
         engine.close()
+
+
+@needs_engine
+def test_random_overlay_gives_the_samples_of_a_call_different_photos(monkeypatch):
+    """DMControl-GB overlays a fresh photo per sample; the drop-in draws its pool without
+    replacement within a call: 16 samples of a 16-photo pool see 16 different photos
+    (with replacement, about 6 would repeat)."""
+    monkeypatch.setenv("OBSAUG_POOL_SIZE", "16")
+    torch.manual_seed(0)
+    out = onn.random_overlay(torch.zeros(16, 3, 24, 24))   # 0.5 * photo
+    assert len({tuple(o.flatten().tolist()) for o in out}) == 16

@@ -41,7 +41,8 @@ def test_nn_is_a_package_with_rad_and_every_earlier_name():
     assert obsaug.nn.rad.random_flip is rad.random_flip
     assert sorted(rad.__all__) == sorted([
         "random_crop", "random_translate", "random_flip", "random_rotation", "random_grayscale",
-        "random_cutout", "random_cutout_color", "random_convolution", "random_color_jitter"])
+        "random_cutout", "random_cutout_color", "random_convolution", "random_color_jitter",
+        "no_aug"])
 
 
 def test_default_photos_still_finds_the_checkout_from_elsewhere(tmp_path, monkeypatch):
@@ -84,18 +85,7 @@ def test_dmcgb_random_conv_signature():
     assert list(inspect.signature(onn.random_conv).parameters) == ["x"]
 
 
-# --- one step per call, shared with the other obsaug.nn functions -----------------
-
-def test_every_call_takes_the_next_shared_step():
-    x = unit_images((2, 9, 12, 12))
-    start = _steps.peek()
-    rad.random_flip(x)
-    onn.random_shift(x * 255, pad=2)
-    rad.random_cutout(numpy_u8((2, 9, 40, 40)))
-    onn.random_conv(x * 255)
-    assert _steps.peek() == start + 4
-    assert _steps.take() == start + 4 and _steps.peek() == start + 5
-
+# --- one draw per call from the global generators ---------------------------------
 
 @pytest.fixture
 def torch_seed():
@@ -105,25 +95,84 @@ def torch_seed():
     torch.manual_seed(before)
 
 
-@pytest.mark.parametrize("seed", [1, 2**64 - 5])
-def test_the_functions_draw_with_torchs_seed(torch_seed, seed):
-    """As the upstream functions draw from torch's generator, torch.manual_seed(s)
-    seeds these: runs seeded apart augment apart."""
-    x = unit_images((3, 9, 16, 16))
-    calls = {
-        "random_shift": (lambda: onn.random_shift(x * 255, pad=3),
-                         lambda s, k: obsaug.ops.shift(x * 255, seed=s, step=k, pad=3)),
-        "random_flip": (lambda: rad.random_flip(x),
-                        lambda s, k: obsaug.ops.flip(x, seed=s, step=k, p=0.2)),
-        "random_conv": (lambda: onn.random_conv(x * 255),
-                        lambda s, k: obsaug.ops.random_conv(x * 255, seed=s, step=k)),
-    }
-    for name, (call, op) in calls.items():
-        torch_seed(seed)
-        step, out = at_next_step(call)
-        assert torch.equal(out, op(seed, step)), name
-        if name != "random_flip":  # (p = 0.2: two seeds may flip no sample alike)
-            assert not torch.equal(out, op(seed + 1, step)), name
+@pytest.fixture
+def numpy_seed():
+    """Sets numpy's global seed for a test and restores the generator's state."""
+    before = np.random.get_state()
+    yield np.random.seed
+    np.random.set_state(before)
+
+
+TORCH_CALLS = {  # (the drop-in, the obsaug op it is at (seed, step))
+    "nn.random_shift": (lambda x: onn.random_shift(x * 255, pad=3),
+                        lambda x, s, k: obsaug.ops.shift(x * 255, seed=s, step=k, pad=3)),
+    "nn.random_crop": (lambda x: onn.random_crop(x * 255, size=12),
+                       lambda x, s, k: obsaug.ops.crop(x * 255, seed=s, step=k, size=12)),
+    "nn.random_conv": (lambda x: onn.random_conv(x * 255),
+                       lambda x, s, k: obsaug.ops.random_conv(x * 255, seed=s, step=k)),
+    "rad.random_flip": (lambda x: rad.random_flip(x, p=0.5),
+                        lambda x, s, k: obsaug.ops.flip(x, seed=s, step=k, p=0.5)),
+    "rad.random_grayscale": (lambda x: rad.random_grayscale(x, p=0.5),
+                             lambda x, s, k: obsaug.ops.grayscale(x, seed=s, step=k, p=0.5)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TORCH_CALLS))
+def test_torch_manual_seed_repeats_the_torch_functions(torch_seed, name):
+    """torch.manual_seed(s); f(x); torch.manual_seed(s); f(x) gives the same augmentation,
+    as it does with DMControl-GB's and RAD's functions; each call is the op at seed 0 and
+    one torch.randint draw, and the next call draws another."""
+    x = unit_images((6, 9, 16, 16))
+    call, op = TORCH_CALLS[name]
+    torch_seed(7)
+    first = call(x)
+    torch_seed(7)
+    assert torch.equal(call(x), first)
+    torch_seed(7)
+    seed, step = _steps.draw()
+    assert seed == _steps.SEED == 0
+    assert torch.equal(first, op(x, seed, step))
+    torch_seed(8)
+    assert not torch.equal(call(x), first)
+
+
+NUMPY_CALLS = {
+    "random_crop": lambda u: rad.random_crop(u, out=16),
+    "random_translate": lambda u: rad.random_translate(u, 24),
+    "random_cutout": lambda u: rad.random_cutout(u),
+    "random_cutout_color": lambda u: rad.random_cutout_color(u),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NUMPY_CALLS))
+def test_numpy_seed_repeats_rads_numpy_functions(numpy_seed, torch_seed, name):
+    """RAD's numpy functions follow np.random.seed (as RAD's do) and not torch's seed."""
+    u = numpy_u8((6, 9, 20, 20), seed=3)
+    call = NUMPY_CALLS[name]
+    numpy_seed(11)
+    torch_seed(1)
+    first = call(u)
+    numpy_seed(11)
+    torch_seed(2)  # another torch seed: no effect
+    assert np.array_equal(call(u), first)
+    numpy_seed(12)
+    assert not np.array_equal(call(u), first)
+
+
+def test_a_call_takes_one_value_of_the_generator(torch_seed, numpy_seed):
+    x = unit_images((2, 9, 12, 12))
+    torch_seed(3)
+    onn.random_shift(x * 255, pad=2)
+    after_call = torch.rand(())
+    torch_seed(3)
+    torch.randint(0, 2**63 - 1, ())
+    assert torch.equal(torch.rand(()), after_call)
+    numpy_seed(3)
+    rad.random_cutout(numpy_u8((2, 9, 40, 40)))
+    after_call = np.random.rand()
+    numpy_seed(3)
+    np.random.randint(0, 2**63 - 1, dtype=np.int64)
+    assert np.random.rand() == after_call
 
 
 def _first_worker_shift(_):
@@ -141,9 +190,17 @@ def test_dataloader_workers_draw_apart():
     assert not torch.equal(first, second)
 
 
-def at_next_step(call):
-    """(step, call()) with the step the call takes."""
-    step = _steps.peek()
+def at_next_step(call, numpy=False):
+    """(step, call()) with the step the call draws: the generator (torch's, or numpy's
+    for RAD's numpy functions) is read ahead and put back."""
+    if numpy:
+        state = np.random.get_state()
+        _, step = _steps.draw_numpy()
+        np.random.set_state(state)
+    else:
+        state = torch.get_rng_state()
+        _, step = _steps.draw()
+        torch.set_rng_state(state)
     return step, call()
 
 
@@ -173,9 +230,9 @@ def test_random_conv_is_dmcgb_random_conv():
     step, out = at_next_step(lambda: onn.random_conv(x))
     assert out.dtype == torch.float32 and out.shape == x.shape
     assert 0 <= out.min() and out.max() <= 255
-    assert torch.equal(out, obsaug.ops.random_conv(x, seed=_steps.seed(), step=step))
+    assert torch.equal(out, obsaug.ops.random_conv(x, seed=_steps.SEED, step=step))
     # DMControl-GB's formula with the weights obsaug drew for each sample
-    weights = weights_from_impulses(lambda t: obsaug.ops.random_conv(t, seed=_steps.seed(), step=step), b,
+    weights = weights_from_impulses(lambda t: obsaug.ops.random_conv(t, seed=_steps.SEED, step=step), b,
                                     "sigmoid")
     for i in range(b):
         frames = F.pad(x[i].reshape(s, 3, h, w).double() / 255., [1] * 4, mode="replicate")
@@ -184,11 +241,12 @@ def test_random_conv_is_dmcgb_random_conv():
                                    atol=2e-3, rtol=0)
 
 
-def test_random_conv_uint8_keeps_uint8():
+def test_random_conv_uint8_gives_float_as_dmcgb():
+    """DMControl-GB's random_conv divides by 255., so uint8 input gives float: so here."""
     x = random_obs((3, 9, 8, 8), seed=4)
     step, out = at_next_step(lambda: onn.random_conv(x))
-    assert out.dtype == torch.uint8 and torch.equal(
-        out, obsaug.ops.random_conv(x, seed=_steps.seed(), step=step))
+    assert out.dtype == torch.float32 and torch.equal(
+        out, obsaug.ops.random_conv(x.float(), seed=_steps.SEED, step=step))
 
 
 # --- RAD's torch functions: float 0..1 tensors -------------------------------------
@@ -198,10 +256,10 @@ def test_random_convolution_is_rads_xavier_conv_with_zero_padding():
     x = unit_images((b, s * 3, h, w), seed=5)
     step, out = at_next_step(lambda: rad.random_convolution(x))
     assert out.dtype == torch.float32 and out.shape == x.shape
-    assert torch.equal(out, obsaug.ops.random_conv(x, seed=_steps.seed(), step=step, init="xavier",
+    assert torch.equal(out, obsaug.ops.random_conv(x, seed=_steps.SEED, step=step, init="xavier",
                                                    padding="zeros", activation="none"))
     weights = weights_from_impulses(
-        lambda t: obsaug.ops.random_conv(t, seed=_steps.seed(), step=step, init="xavier", padding="zeros",
+        lambda t: obsaug.ops.random_conv(t, seed=_steps.SEED, step=step, init="xavier", padding="zeros",
                                          activation="none"), b, "none")
     for i in range(b):
         expected = F.conv2d(x[i].reshape(s, 3, h, w).double(), weights[i], padding=1)
@@ -216,7 +274,7 @@ def test_random_flip_each_sample_mirrored_or_kept():
     x = unit_images((3000, 3, 2, 3), seed=6)
     step, out = at_next_step(lambda: rad.random_flip(x))
     assert out.dtype == torch.float32 and out.shape == x.shape
-    assert torch.equal(out, obsaug.ops.flip(x, seed=_steps.seed(), step=step, p=0.2, axis="horizontal"))
+    assert torch.equal(out, obsaug.ops.flip(x, seed=_steps.SEED, step=step, p=0.2, axis="horizontal"))
     flipped = (out == x.flip(3)).flatten(1).all(1)
     kept = (out == x).flatten(1).all(1)
     assert bool((flipped | kept).all())
@@ -226,7 +284,7 @@ def test_random_flip_each_sample_mirrored_or_kept():
 def test_random_rotation_quarter_turns():
     x = unit_images((3000, 6, 3, 3), seed=7)
     step, out = at_next_step(lambda: rad.random_rotation(x))
-    assert torch.equal(out, obsaug.ops.rotate(x, seed=_steps.seed(), step=step, p=0.3))
+    assert torch.equal(out, obsaug.ops.rotate(x, seed=_steps.SEED, step=step, p=0.3))
     turns = torch.full((x.shape[0],), -1)
     for q in (3, 2, 1, 0):
         turns[(out == x.rot90(q, [2, 3])).flatten(1).all(1)] = q
@@ -246,7 +304,7 @@ def test_random_grayscale_float_0_1():
     x = unit_images((2000, 6, 4, 4), seed=9)
     step, out = at_next_step(lambda: rad.random_grayscale(x))
     assert out.dtype == torch.float32 and out.shape == x.shape
-    assert torch.equal(out, obsaug.ops.grayscale(x, seed=_steps.seed(), step=step, p=0.3))
+    assert torch.equal(out, obsaug.ops.grayscale(x, seed=_steps.SEED, step=step, p=0.3))
     frames = out.view(2000, 2, 3, 4, 4)
     gray = (frames[:, :, 0] == frames[:, :, 1]).flatten(1).all(1) & \
            (frames[:, :, 1] == frames[:, :, 2]).flatten(1).all(1)
@@ -265,21 +323,21 @@ def test_random_color_jitter_float_0_1_and_leaves_its_input():
     assert torch.equal(x, before)
     assert out.dtype == torch.float32 and out.shape == x.shape
     assert 0 <= out.min() and out.max() <= 1
-    expected = obsaug.ops.color_jitter(x * 255.0, seed=_steps.seed(), step=step, brightness=0.4,
+    expected = obsaug.ops.color_jitter(x * 255.0, seed=_steps.SEED, step=step, brightness=0.4,
                                        contrast=0.4, saturation=0.4, hue=0.5, p=1.0) / 255.0
     assert torch.equal(out, expected)
     assert not torch.equal(out, x)
 
 
 @needs_cuda
-def test_torch_functions_stay_on_the_device(monkeypatch):
+def test_torch_functions_stay_on_the_device():
     x = unit_images((4, 9, 10, 10), seed=11)
     for fn in (rad.random_flip, rad.random_rotation, rad.random_grayscale,
                rad.random_convolution, rad.random_color_jitter):
-        step = _steps.peek()
+        state = torch.get_rng_state()
         on_gpu = fn(x.cuda())
         assert on_gpu.device.type == "cuda", fn.__name__
-        monkeypatch.setattr(_steps, "_next", step)  # the same draws again, on the CPU
+        torch.set_rng_state(state)  # the same draws again, on the CPU
         assert torch.equal(on_gpu.cpu(), fn(x)), fn.__name__
 
 
@@ -287,9 +345,9 @@ def test_torch_functions_stay_on_the_device(monkeypatch):
 
 def test_random_crop_numpy_every_offset():
     x = numpy_u8((1000, 3, 20, 20), seed=12)
-    step, out = at_next_step(lambda: rad.random_crop(x, out=16))
+    step, out = at_next_step(lambda: rad.random_crop(x, out=16), numpy=True)
     assert isinstance(out, np.ndarray) and out.dtype == np.uint8 and out.shape == (1000, 3, 16, 16)
-    expected = obsaug.ops.crop(torch.from_numpy(x), seed=_steps.seed(), step=step, size=16).numpy()
+    expected = obsaug.ops.crop(torch.from_numpy(x), seed=_steps.SEED, step=step, size=16).numpy()
     assert np.array_equal(out, expected)
     offsets = set()
     for b in range(1000):
@@ -302,13 +360,14 @@ def test_random_crop_numpy_every_offset():
     assert rad.random_crop(f, out=16).dtype == np.float32
 
 
-def test_random_translate_numpy_and_its_offsets(monkeypatch):
+def test_random_translate_numpy_and_its_offsets():
     x = numpy_u8((50, 6, 10, 12), seed=13, low=1)
-    step, out = at_next_step(lambda: rad.random_translate(x, 16))
+    state = np.random.get_state()
+    step, out = at_next_step(lambda: rad.random_translate(x, 16), numpy=True)
     assert isinstance(out, np.ndarray) and out.dtype == np.uint8 and out.shape == (50, 6, 16, 16)
-    assert np.array_equal(out, obsaug.ops.translate(torch.from_numpy(x), seed=_steps.seed(), step=step,
+    assert np.array_equal(out, obsaug.ops.translate(torch.from_numpy(x), seed=_steps.SEED, step=step,
                                                     size=16).numpy())
-    monkeypatch.setattr(_steps, "_next", step)  # the same draws, with the offsets returned
+    np.random.set_state(state)  # the same draws, with the offsets returned
     again, idxs = rad.random_translate(x, 16, return_random_idxs=True)
     assert np.array_equal(again, out)
     assert idxs["h1s"].shape == idxs["w1s"].shape == (50,)
@@ -337,9 +396,9 @@ def cut_box(out_b, x_b):
 
 def test_random_cutout_numpy_black_box_sides_10_to_29():
     x = numpy_u8((600, 6, 64, 64), seed=15, low=1)
-    step, out = at_next_step(lambda: rad.random_cutout(x))
+    step, out = at_next_step(lambda: rad.random_cutout(x), numpy=True)
     assert isinstance(out, np.ndarray) and out.dtype == np.uint8 and out.shape == x.shape
-    assert np.array_equal(out, obsaug.ops.cutout(torch.from_numpy(x), seed=_steps.seed(), step=step, min=10,
+    assert np.array_equal(out, obsaug.ops.cutout(torch.from_numpy(x), seed=_steps.SEED, step=step, min=10,
                                                  max=29, fill="zeros").numpy())
     sides = set()
     for b in range(600):
@@ -349,28 +408,36 @@ def test_random_cutout_numpy_black_box_sides_10_to_29():
     assert min(sides) == 10 and max(sides) == 29  # RAD's randint(10, 30)
 
 
-def test_random_cutout_color_uint8_and_float():
-    x = numpy_u8((40, 6, 48, 48), seed=16)
-    step, out = at_next_step(lambda: rad.random_cutout_color(x))
+def test_random_cutout_color_one_colour_per_channel_of_the_stack():
+    """RAD draws randint(0, 255, size=(n, c)): one colour per channel of the stack (9
+    for 3 RGB frames). The box is ops.cutout's (fill zeros) at the call's draw, shared
+    by the channels; the colours are 0..255 on uint8, k / 255 on float32 (RAD's scale);
+    every other pixel is kept."""
+    x = numpy_u8((60, 9, 48, 48), seed=16, low=1)
+    step, out = at_next_step(lambda: rad.random_cutout_color(x), numpy=True)
     assert out.dtype == np.uint8 and out.shape == x.shape
-    boxed = obsaug.ops.cutout(torch.from_numpy(x), seed=_steps.seed(), step=step, min=10, max=29,
-                              fill="color").numpy()
-    assert np.array_equal(out, boxed)
-    # float 0..1: the same box, its colour k / 255 (RAD's scale); every other pixel
-    # kept. (x + 0.5) / 256 never equals a k / 255, so the changed pixels are the box.
-    f = (x.astype(np.float32) + 0.5) / 256.0
-    step, out = at_next_step(lambda: rad.random_cutout_color(f))
-    assert out.dtype == np.float32 and out.shape == f.shape
-    boxed = obsaug.ops.cutout(torch.from_numpy(x), seed=_steps.seed(), step=step, min=10, max=29,
-                              fill="color").numpy()
-    for b in range(40):
-        top, left, h, w = cut_box(out[b], f[b])
+    black = obsaug.ops.cutout(torch.from_numpy(x), seed=_steps.SEED, step=step, min=10, max=29,
+                              fill="zeros").numpy()
+    box = np.broadcast_to((black == 0).all(axis=1, keepdims=True), x.shape)  # x has no 0
+    colours = set()
+    for b in range(60):
+        top, left, h, w = cut_box(black[b], x[b])
         assert 10 <= h <= 29 and 10 <= w <= 29
-        region = out[b, :, top:top + h, left:left + w].reshape(2, 3, h * w)
-        colour = region[0, :, 0]
-        assert (region == colour[None, :, None]).all()  # per channel, the same in both frames
-        assert np.allclose(colour * 255, boxed[b, :3, top, left], atol=1e-4)
-        assert (out[b] != f[b]).sum() == 6 * h * w
+        region = out[b, :, top:top + h, left:left + w].reshape(9, h * w)
+        assert (region == region[:, :1]).all()          # one colour per channel
+        colours.add(len(set(region[:, 0].tolist())))
+        assert np.array_equal(out[b][~box[b]], x[b][~box[b]])
+    assert max(colours) == 9   # the 9 channels' colours differ (3 frames do not share them)
+    # float 0..1: the same boxes and colours, as k / 255
+    f = (x.astype(np.float32) + 0.5) / 256.0
+    np.random.seed(5)
+    in_u8 = rad.random_cutout_color(x)
+    np.random.seed(5)
+    in_f32 = rad.random_cutout_color(f)
+    assert in_f32.dtype == np.float32
+    changed = in_f32 != f  # (x + 0.5) / 256 is never a k / 255: exactly the boxes
+    assert (changed >= (in_u8 != x)).all()
+    assert np.allclose(in_f32[changed] * 255, in_u8[changed], atol=1e-3)
 
 
 # --- errors ---------------------------------------------------------------------

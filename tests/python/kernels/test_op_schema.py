@@ -22,7 +22,8 @@ def test_schema_lists_every_op_with_typed_keys():
                             "grayscale", "color_jitter", "random_conv"]
     assert list(schema["shift"]["keys"]) == ["pad", "padding", "index"]
     assert list(schema["crop"]["keys"]) == ["size", "center", "index"]
-    assert list(schema["overlay"]["keys"]) == ["alpha", "alpha_max", "per_frame", "index"]
+    assert list(schema["overlay"]["keys"]) == ["alpha", "alpha_max", "per_frame", "distinct",
+                                               "index"]
     pad = schema["shift"]["keys"]["pad"]
     assert (pad["type"], pad["default"], pad["min"], pad["max"], pad["range"]) == \
         ("int", 4, 0, 2**20, "0..1048576")
