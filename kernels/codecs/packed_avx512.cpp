@@ -1,0 +1,180 @@
+// The packed codec's AVX-512 decode (kernels/codecs/packed_x86.h): eight
+// blocks a step. Per step of 8 block positions of a row with k marked ones:
+// their widths from the widths stream (pdep into bytes), the value offsets by
+// a byte-wise prefix sum (a multiply), one masked load of their value bytes,
+// a byte permute (VBMI) that puts block i's bytes in qword i, a multishift
+// that takes code j of qword i at bit j * w_i, a mask to w_i bits, and an
+// expand that moves the k qwords to their marked positions. The row is then
+// added to the reference 64 bytes at a time. The checks and statuses are
+// decode_packed_tile's (a step whose values would pass the span's end goes
+// through the BMI2 loop's checked path).
+#include "kernels/codecs/packed_x86.h"
+
+#if OBSAUG_CODECS_X86
+
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which it then
+// reports as maybe used uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace obsaug {
+namespace codecs {
+namespace {
+
+#define OBSAUG_AVX512_TARGET \
+  __attribute__((target("bmi,bmi2,popcnt,avx2,avx512f,avx512bw,avx512vbmi")))
+
+constexpr uint64_t shift_control(int w) {  // byte j = j * w: code j's first bit
+  uint64_t c = 0;
+  for (int j = 0; j < kBlockCodes; ++j) c |= static_cast<uint64_t>(j * w) << (8 * j);
+  return c;
+}
+// Indexed by width - 1.
+alignas(64) constexpr uint64_t kShiftControl[8] = {
+    shift_control(1), shift_control(2), shift_control(3), shift_control(4),
+    shift_control(5), shift_control(6), shift_control(7), shift_control(8)};
+alignas(64) constexpr uint64_t kCodeMask[8] = {kLaneOnes * 0x01, kLaneOnes * 0x03, kLaneOnes * 0x07,
+                                               kLaneOnes * 0x0F, kLaneOnes * 0x1F, kLaneOnes * 0x3F,
+                                               kLaneOnes * 0x7F, kLaneOnes * 0xFF};
+
+// out = reference + unzigzag(codes), 64 bytes a step, the last one masked.
+OBSAUG_AVX512_TARGET inline void finish_delta_row_avx512(const uint8_t* __restrict codes,
+                                                         const uint8_t* __restrict reference,
+                                                         uint8_t* __restrict out, int32_t width) {
+  const __m512i low7 = _mm512_set1_epi8(0x7F);
+  const __m512i one = _mm512_set1_epi8(1);
+  for (int32_t x = 0; x < width; x += 64) {
+    const __mmask64 m = width - x >= 64 ? ~__mmask64{0} : _bzhi_u64(~uint64_t{0}, width - x);
+    const __m512i c = _mm512_maskz_loadu_epi8(m, codes + x);
+    const __m512i r = _mm512_maskz_loadu_epi8(m, reference + x);
+    const __m512i half = _mm512_and_si512(_mm512_srli_epi16(c, 1), low7);
+    const __m512i negative = _mm512_sub_epi8(_mm512_setzero_si512(), _mm512_and_si512(c, one));
+    _mm512_mask_storeu_epi8(out + x, m, _mm512_add_epi8(r, _mm512_xor_si512(half, negative)));
+  }
+}
+
+// Running sums of unzigzag(codes) along the row from `above` (the
+// prediction of x = 0), 64 bytes a step: sums within each 16-byte lane (four
+// shifted adds), the lanes' totals carried across the vector (three lane
+// shifts), then the carry of the steps before.
+OBSAUG_AVX512_TARGET inline void finish_intra_row_avx512(const uint8_t* __restrict codes,
+                                                         uint8_t* __restrict out, int32_t width,
+                                                         uint8_t above) {
+  const __m512i low7 = _mm512_set1_epi8(0x7F);
+  const __m512i one = _mm512_set1_epi8(1);
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i last_of_lane = _mm512_set1_epi8(15);
+  const __m512i last_byte = _mm512_set1_epi8(63);
+  __m512i carry = _mm512_set1_epi8(static_cast<char>(above));
+  for (int32_t x = 0; x < width; x += 64) {
+    const __mmask64 m = width - x >= 64 ? ~__mmask64{0} : _bzhi_u64(~uint64_t{0}, width - x);
+    const __m512i c = _mm512_maskz_loadu_epi8(m, codes + x);
+    __m512i d = _mm512_xor_si512(_mm512_and_si512(_mm512_srli_epi16(c, 1), low7),
+                                 _mm512_sub_epi8(zero, _mm512_and_si512(c, one)));
+    d = _mm512_add_epi8(d, _mm512_bslli_epi128(d, 1));
+    d = _mm512_add_epi8(d, _mm512_bslli_epi128(d, 2));
+    d = _mm512_add_epi8(d, _mm512_bslli_epi128(d, 4));
+    d = _mm512_add_epi8(d, _mm512_bslli_epi128(d, 8));
+    __m512i before = _mm512_alignr_epi64(_mm512_shuffle_epi8(d, last_of_lane), zero, 6);
+    before = _mm512_add_epi8(before, _mm512_alignr_epi64(before, zero, 6));
+    before = _mm512_add_epi8(before, _mm512_alignr_epi64(before, zero, 4));
+    const __m512i sums = _mm512_add_epi8(_mm512_add_epi8(d, before), carry);
+    _mm512_mask_storeu_epi8(out + x, m, sums);
+    carry = _mm512_permutexvar_epi8(last_byte, sums);
+  }
+}
+
+OBSAUG_AVX512_TARGET RecordStatus decode_tile_avx512(const PackedLayout& l, int64_t t,
+                                                     const uint8_t* __restrict reference,
+                                                     uint8_t* __restrict out,
+                                                     uint8_t* __restrict codes) {
+  TilePlan plan;
+  const RecordStatus s = tile_plan(l, t, &plan);
+  if (s != RecordStatus::kOk) return s;
+  if (plan.bitmap == nullptr) {
+    fill_empty_tile(l, plan, reference, out);
+    return RecordStatus::kOk;
+  }
+  const int32_t width = l.width;
+  const int32_t blocks_per_row = l.blocks_per_row;
+  const int padding_lanes = blocks_per_row * kBlockCodes - width;
+  const uint8_t* v = plan.values;
+  const uint8_t* const stop = plan.stop;
+  const uint8_t* const data_end = l.data + l.data_size;
+  const int64_t bitmap_size = data_end - plan.bitmap;
+  const int64_t widths_size = data_end - plan.widths;
+  const __m512i control = _mm512_load_si512(kShiftControl);
+  const __m512i code_mask = _mm512_load_si512(kCodeMask);
+  const __m512i lane_of_byte =
+      _mm512_set_epi64(kLaneOnes * 7, kLaneOnes * 6, kLaneOnes * 5, kLaneOnes * 4, kLaneOnes * 3,
+                       kLaneOnes * 2, kLaneOnes, 0);
+  const __m512i byte_in_lane = _mm512_set1_epi64(0x0706050403020100ll);
+  uint64_t block = 0;
+  uint64_t width_pos = 0;
+  for (int32_t r = 0; r < plan.rows.rows; ++r) {
+    for (int32_t j0 = 0; j0 < blocks_per_row; j0 += 8) {
+      uint8_t* const step = codes + static_cast<int64_t>(j0) * kBlockCodes;
+      const int count = blocks_per_row - j0 < 8 ? blocks_per_row - j0 : 8;
+      const uint64_t marked = bits_at(plan.bitmap, bitmap_size, block + j0, count);
+      if (marked == 0) {
+        _mm512_storeu_si512(step, _mm512_setzero_si512());
+        continue;
+      }
+      const int k = static_cast<int>(_mm_popcnt_u64(marked));
+      const uint64_t fields = bits_at(plan.widths, widths_size, width_pos, 3 * k);
+      width_pos += 3 * static_cast<uint64_t>(k);
+      const uint64_t widths_less_one = _pdep_u64(fields, kLaneOnes * 7);  // byte i: w_i - 1
+      const uint64_t sums = (widths_less_one + kLaneOnes) * kLaneOnes;    // byte i: w_0 + .. + w_i
+      const int64_t total = static_cast<int64_t>((sums >> (8 * (k - 1))) & 0xFF);
+      if (total > stop - v) {  // a value runs past the span: find where, as the reference does
+        _mm512_storeu_si512(step, _mm512_setzero_si512());
+        const RecordStatus checked = deposit_blocks_checked(marked, fields, j0, v, stop, codes);
+        if (checked != RecordStatus::kOk) return checked;
+        continue;
+      }
+      const __m512i data =
+          _mm512_maskz_loadu_epi8(_bzhi_u64(~uint64_t{0}, static_cast<unsigned>(total)), v);
+      const __m512i offsets =
+          _mm512_set1_epi64(static_cast<long long>(sums << 8));  // byte i: w_0 + .. + w_{i-1}
+      const __m512i index =
+          _mm512_add_epi8(_mm512_permutexvar_epi8(lane_of_byte, offsets), byte_in_lane);
+      const __m512i values = _mm512_permutexvar_epi8(index, data);  // qword i: block i's bytes
+      const __m512i w_index =
+          _mm512_cvtepu8_epi64(_mm_cvtsi64_si128(static_cast<long long>(widths_less_one)));
+      const __m512i deposited = _mm512_and_si512(
+          _mm512_multishift_epi64_epi8(_mm512_permutexvar_epi64(w_index, control), values),
+          _mm512_permutexvar_epi64(w_index, code_mask));
+      _mm512_storeu_si512(step,
+                          _mm512_maskz_expand_epi64(static_cast<__mmask8>(marked), deposited));
+      v += total;
+    }
+    if (last_block_padded(codes, blocks_per_row, padding_lanes)) return RecordStatus::kTilePadding;
+    block += static_cast<uint64_t>(blocks_per_row);
+    const int64_t row = plan.rows.first + static_cast<int64_t>(r) * width;
+    if (plan.delta) {
+      finish_delta_row_avx512(codes, reference + row, out + row, width);
+    } else {
+      finish_intra_row_avx512(codes, out + row, width, r > 0 ? out[row - width] : 0);
+    }
+  }
+  return v == stop ? RecordStatus::kOk : RecordStatus::kTileLong;
+}
+
+}  // namespace
+
+OBSAUG_AVX512_TARGET TileStatus decode_packed_avx512(const PackedLayout& layout,
+                                                     const uint8_t* reference, uint8_t* out,
+                                                     uint8_t* codes) {
+  for (int64_t t = 0; t < layout.tiles; ++t) {
+    const RecordStatus s = decode_tile_avx512(layout, t, reference, out, codes);
+    if (s != RecordStatus::kOk) return {s, t};
+  }
+  return {RecordStatus::kOk, -1};
+}
+
+}  // namespace codecs
+}  // namespace obsaug
+
+#pragma GCC diagnostic pop
+
+#endif
