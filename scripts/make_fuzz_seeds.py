@@ -5,6 +5,9 @@ progressive), re-encoded small so each run is fast, plus grayscale and CMYK
 JPEGs and a palette PNG with alpha. fuzz_tar: ustar, GNU long-name and pax
 shards of those images. fuzz_config: the presets in configs/. fuzz_replay_checkpoint:
 small replay checkpoints (uniform and prioritized, wrapped ring, parallel envs).
+fuzz_frame_record: crops of the codec tests' real frames
+(tests/kernels/codecs/data) in the target's encode-first form, one per codec,
+delta and intra, plus a few raw byte strings.
 Usage: make_fuzz_seeds.py OUT_DIR
 """
 import io
@@ -90,12 +93,31 @@ def replay_seeds(out: pathlib.Path):
         d.rmdir()
 
 
+def frame_record_seeds(out: pathlib.Path):
+    # tests/fuzz/fuzz_frame_record.cpp: flags, C, H, W, then the frame's bytes
+    # (bit 2: encode first; bit 0: against a reference; bit 1: refresh the
+    # checksum; bits 3..5: the codec).
+    out.mkdir(parents=True, exist_ok=True)
+    for path in sorted((ROOT / "tests/kernels/codecs/data").glob("*.npy")):
+        frames = np.load(path)
+        c = frames.shape[1]
+        crop = frames[1, :, 20:44, 30:62]  # [C, 24, 32]
+        for codec in range(8):
+            for delta in (0, 1):
+                flags = 4 | 2 | delta | (codec << 3)
+                head = bytes([flags, c - 1, 23, 31])
+                (out / f"{path.stem}_{codec}_{delta}").write_bytes(head + crop.tobytes())
+    for k, blob in enumerate((b"\x00\x00\x00\x00", b"\x02" + bytes(3) + b"\x01" * 40)):
+        (out / f"raw_{k}").write_bytes(blob)
+
+
 def main():
     out = pathlib.Path(sys.argv[1])
     images = decode_seeds(out / "fuzz_decode")
     tar_seeds(out / "fuzz_tar", images)
     config_seeds(out / "fuzz_config")
     replay_seeds(out / "fuzz_replay_checkpoint")
+    frame_record_seeds(out / "fuzz_frame_record")
 
 
 if __name__ == "__main__":
