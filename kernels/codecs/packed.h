@@ -214,6 +214,16 @@ OBSAUG_HD void fill_empty_tile(const PackedLayout& l, const TilePlan& plan,
   }
 }
 
+// tile_plan, and the whole decode of an empty tile: the tile is done when
+// the status is not kOk or plan->bitmap is null.
+OBSAUG_HD RecordStatus start_tile(const PackedLayout& l, int64_t t,
+                                  const uint8_t* __restrict__ reference, uint8_t* __restrict__ out,
+                                  TilePlan* plan) {
+  const RecordStatus s = tile_plan(l, t, plan);
+  if (s == RecordStatus::kOk && plan->bitmap == nullptr) fill_empty_tile(l, *plan, reference, out);
+  return s;
+}
+
 // Decodes tile t of the packed record laid out by `l` into the frame `out`
 // ([C, H, W] contiguous), reading `reference` (same layout) when the record
 // is delta. Reads only the tile's span, the reference's rows of the tile and
@@ -225,12 +235,8 @@ OBSAUG_HD RecordStatus decode_packed_tile(const PackedLayout& l, int64_t t,
                                           const uint8_t* __restrict__ reference,
                                           uint8_t* __restrict__ out) {
   TilePlan plan;
-  const RecordStatus s = tile_plan(l, t, &plan);
-  if (s != RecordStatus::kOk) return s;
-  if (plan.bitmap == nullptr) {
-    fill_empty_tile(l, plan, reference, out);
-    return RecordStatus::kOk;
-  }
+  const RecordStatus s = start_tile(l, t, reference, out, &plan);
+  if (s != RecordStatus::kOk || plan.bitmap == nullptr) return s;
   const int32_t w_row = l.width;
   const int last_codes = w_row % kBlockCodes == 0 ? kBlockCodes : w_row % kBlockCodes;
   const uint8_t* v = plan.values;

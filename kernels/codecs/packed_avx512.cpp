@@ -84,58 +84,36 @@ OBSAUG_AVX512_TARGET inline void finish_intra_row_avx512(const uint8_t* __restri
   }
 }
 
-OBSAUG_AVX512_TARGET RecordStatus decode_tile_avx512(const PackedLayout& l, int64_t t,
-                                                     const uint8_t* __restrict reference,
-                                                     uint8_t* __restrict out,
-                                                     uint8_t* __restrict codes) {
-  TilePlan plan;
-  const RecordStatus s = tile_plan(l, t, &plan);
-  if (s != RecordStatus::kOk) return s;
-  if (plan.bitmap == nullptr) {
-    fill_empty_tile(l, plan, reference, out);
-    return RecordStatus::kOk;
-  }
-  const int32_t width = l.width;
-  const int32_t blocks_per_row = l.blocks_per_row;
-  const int padding_lanes = blocks_per_row * kBlockCodes - width;
-  const uint8_t* v = plan.values;
-  const uint8_t* const stop = plan.stop;
-  const uint8_t* const data_end = l.data + l.data_size;
-  const int64_t bitmap_size = data_end - plan.bitmap;
-  const int64_t widths_size = data_end - plan.widths;
-  const __m512i control = _mm512_load_si512(kShiftControl);
-  const __m512i code_mask = _mm512_load_si512(kCodeMask);
-  const __m512i lane_of_byte =
-      _mm512_set_epi64(kLaneOnes * 7, kLaneOnes * 6, kLaneOnes * 5, kLaneOnes * 4, kLaneOnes * 3,
-                       kLaneOnes * 2, kLaneOnes, 0);
-  const __m512i byte_in_lane = _mm512_set1_epi64(0x0706050403020100ll);
-  uint64_t block = 0;
-  uint64_t width_pos = 0;
-  for (int32_t r = 0; r < plan.rows.rows; ++r) {
+struct Avx512Loop {
+  OBSAUG_AVX512_TARGET static RecordStatus deposit_row(TileCursor& c, int32_t blocks_per_row,
+                                                       uint8_t* __restrict codes) {
+    const __m512i control = _mm512_load_si512(kShiftControl);
+    const __m512i code_mask = _mm512_load_si512(kCodeMask);
+    const __m512i lane_of_byte =
+        _mm512_set_epi64(kLaneOnes * 7, kLaneOnes * 6, kLaneOnes * 5, kLaneOnes * 4, kLaneOnes * 3,
+                         kLaneOnes * 2, kLaneOnes, 0);
+    const __m512i byte_in_lane = _mm512_set1_epi64(0x0706050403020100ll);
     for (int32_t j0 = 0; j0 < blocks_per_row; j0 += 8) {
       uint8_t* const step = codes + static_cast<int64_t>(j0) * kBlockCodes;
       const int count = blocks_per_row - j0 < 8 ? blocks_per_row - j0 : 8;
-      const uint64_t marked = bits_at(plan.bitmap, bitmap_size, block + j0, count);
-      if (marked == 0) {
-        _mm512_storeu_si512(step, _mm512_setzero_si512());
-        continue;
-      }
+      const uint64_t marked = bits_at(c.bitmap, c.bitmap_size, c.block + j0, count);
+      _mm512_storeu_si512(step, _mm512_setzero_si512());
+      if (marked == 0) continue;
       const int k = static_cast<int>(_mm_popcnt_u64(marked));
-      const uint64_t fields = bits_at(plan.widths, widths_size, width_pos, 3 * k);
-      width_pos += 3 * static_cast<uint64_t>(k);
+      const uint64_t fields = bits_at(c.widths, c.widths_size, c.width_pos, 3 * k);
+      c.width_pos += 3 * static_cast<uint64_t>(k);
       const uint64_t widths_less_one = _pdep_u64(fields, kLaneOnes * 7);  // byte i: w_i - 1
       const uint64_t sums = (widths_less_one + kLaneOnes) * kLaneOnes;    // byte i: w_0 + .. + w_i
       const int64_t total = static_cast<int64_t>((sums >> (8 * (k - 1))) & 0xFF);
-      if (total > stop - v) {  // a value runs past the span: find where, as the reference does
-        _mm512_storeu_si512(step, _mm512_setzero_si512());
-        const RecordStatus checked = deposit_blocks_checked(marked, fields, j0, v, stop, codes);
-        if (checked != RecordStatus::kOk) return checked;
+      if (total > c.stop - c.v) {  // a value runs past the span: find where, as the reference does
+        const RecordStatus s = deposit_blocks_checked(marked, fields, j0, c.v, c.stop, codes);
+        if (s != RecordStatus::kOk) return s;
         continue;
       }
       const __m512i data =
-          _mm512_maskz_loadu_epi8(_bzhi_u64(~uint64_t{0}, static_cast<unsigned>(total)), v);
-      const __m512i offsets =
-          _mm512_set1_epi64(static_cast<long long>(sums << 8));  // byte i: w_0 + .. + w_{i-1}
+          _mm512_maskz_loadu_epi8(_bzhi_u64(~uint64_t{0}, static_cast<unsigned>(total)), c.v);
+      // byte i of `offsets`: w_0 + .. + w_{i-1}; qword i of `index`: its 8 bytes
+      const __m512i offsets = _mm512_set1_epi64(static_cast<long long>(sums << 8));
       const __m512i index =
           _mm512_add_epi8(_mm512_permutexvar_epi8(lane_of_byte, offsets), byte_in_lane);
       const __m512i values = _mm512_permutexvar_epi8(index, data);  // qword i: block i's bytes
@@ -146,30 +124,26 @@ OBSAUG_AVX512_TARGET RecordStatus decode_tile_avx512(const PackedLayout& l, int6
           _mm512_permutexvar_epi64(w_index, code_mask));
       _mm512_storeu_si512(step,
                           _mm512_maskz_expand_epi64(static_cast<__mmask8>(marked), deposited));
-      v += total;
+      c.v += total;
     }
-    if (last_block_padded(codes, blocks_per_row, padding_lanes)) return RecordStatus::kTilePadding;
-    block += static_cast<uint64_t>(blocks_per_row);
-    const int64_t row = plan.rows.first + static_cast<int64_t>(r) * width;
-    if (plan.delta) {
-      finish_delta_row_avx512(codes, reference + row, out + row, width);
-    } else {
-      finish_intra_row_avx512(codes, out + row, width, r > 0 ? out[row - width] : 0);
-    }
+    return RecordStatus::kOk;
   }
-  return v == stop ? RecordStatus::kOk : RecordStatus::kTileLong;
-}
+  OBSAUG_AVX512_TARGET static void finish_delta(const uint8_t* codes, const uint8_t* reference,
+                                                uint8_t* out, int32_t width) {
+    finish_delta_row_avx512(codes, reference, out, width);
+  }
+  OBSAUG_AVX512_TARGET static void finish_intra(const uint8_t* codes, uint8_t* out, int32_t width,
+                                                uint8_t above) {
+    finish_intra_row_avx512(codes, out, width, above);
+  }
+};
 
 }  // namespace
 
-OBSAUG_AVX512_TARGET TileStatus decode_packed_avx512(const PackedLayout& layout,
-                                                     const uint8_t* reference, uint8_t* out,
-                                                     uint8_t* codes) {
-  for (int64_t t = 0; t < layout.tiles; ++t) {
-    const RecordStatus s = decode_tile_avx512(layout, t, reference, out, codes);
-    if (s != RecordStatus::kOk) return {s, t};
-  }
-  return {RecordStatus::kOk, -1};
+__attribute__((target("bmi,bmi2,popcnt,avx2,avx512f,avx512bw,avx512vbmi"), flatten)) TileStatus
+decode_packed_avx512(const PackedLayout& layout, const uint8_t* reference, uint8_t* out,
+                     uint8_t* codes) {
+  return decode_tiles<Avx512Loop>(layout, reference, out, codes);
 }
 
 }  // namespace codecs

@@ -155,6 +155,62 @@ OBSAUG_BMI2_TARGET inline bool last_block_padded(const uint8_t* codes, int32_t b
   return (last >> (8 * (kBlockCodes - padding_lanes))) != 0;
 }
 
+// Where an x86 decoder is in a tile: its values, and its bitmap's and
+// widths' next bits (read 8 bytes at a time where the data area has them).
+struct TileCursor {
+  const uint8_t* bitmap;
+  const uint8_t* widths;
+  int64_t bitmap_size;  // bytes readable from bitmap / widths (to the data area's end)
+  int64_t widths_size;
+  const uint8_t* v;     // the next value byte
+  const uint8_t* stop;  // the span's end
+  uint64_t block = 0;   // the row's first block in the tile
+  uint64_t width_pos = 0;
+};
+
+// The x86 decoders' tile (decode_packed_tile's frame and status): per row,
+// Loop::deposit_row puts the codes of the row's marked blocks into `codes`
+// (8 bytes a block, the others 0; kTileShort where a value runs past the
+// span, at the block decode_packed_tile stops at), then Loop::finish_delta /
+// finish_intra turn the row's codes into pixels. Inlined, with the loop's
+// own functions, into each ISA's entry point (target + flatten).
+template <typename Loop>
+inline RecordStatus decode_tile_rows(const PackedLayout& l, int64_t t,
+                                     const uint8_t* __restrict reference, uint8_t* __restrict out,
+                                     uint8_t* __restrict codes) {
+  TilePlan plan;
+  const RecordStatus s = start_tile(l, t, reference, out, &plan);
+  if (s != RecordStatus::kOk || plan.bitmap == nullptr) return s;
+  const uint8_t* const data_end = l.data + l.data_size;
+  TileCursor c{plan.bitmap, plan.widths, data_end - plan.bitmap, data_end - plan.widths,
+               plan.values, plan.stop};
+  const int padding_lanes = l.blocks_per_row * kBlockCodes - l.width;
+  for (int32_t r = 0; r < plan.rows.rows; ++r) {
+    const RecordStatus d = Loop::deposit_row(c, l.blocks_per_row, codes);
+    if (d != RecordStatus::kOk) return d;
+    if (last_block_padded(codes, l.blocks_per_row, padding_lanes))
+      return RecordStatus::kTilePadding;
+    c.block += static_cast<uint64_t>(l.blocks_per_row);
+    const int64_t row = plan.rows.first + static_cast<int64_t>(r) * l.width;
+    if (plan.delta) {
+      Loop::finish_delta(codes, reference + row, out + row, l.width);
+    } else {
+      Loop::finish_intra(codes, out + row, l.width, r > 0 ? out[row - l.width] : 0);
+    }
+  }
+  return c.v == c.stop ? RecordStatus::kOk : RecordStatus::kTileLong;
+}
+
+template <typename Loop>
+inline TileStatus decode_tiles(const PackedLayout& layout, const uint8_t* reference, uint8_t* out,
+                               uint8_t* codes) {
+  for (int64_t t = 0; t < layout.tiles; ++t) {
+    const RecordStatus s = decode_tile_rows<Loop>(layout, t, reference, out, codes);
+    if (s != RecordStatus::kOk) return {s, t};
+  }
+  return {RecordStatus::kOk, -1};
+}
+
 }  // namespace
 }  // namespace codecs
 }  // namespace obsaug
