@@ -104,13 +104,16 @@ const char* status_text(RecordStatus s) {
     case RecordStatus::kTileSpan:
       return "a tile's span in the tile table runs backwards or past the data";
     case RecordStatus::kTileShort:
-      return "a tile's bitmap, widths or values run past its span";
+      return "a tile's bitmap, fields, masks or values run past its span";
     case RecordStatus::kTileLong:
       return "a tile's span holds bytes after its values";
     case RecordStatus::kTileBitmap:
       return "a tile's bitmap marks blocks past its last block";
     case RecordStatus::kTilePadding:
-      return "a tile has a non-zero code past a row's end or in its widths' padding";
+      return "a tile has a non-zero code past a row's end or in the padding of its fields or "
+             "values";
+    case RecordStatus::kTileMask:
+      return "a sparse block's mask is empty or marks codes past its row's end";
     case RecordStatus::kLibrary:
       return "the codec's library refused its payload";
     case RecordStatus::kDecodedSize:

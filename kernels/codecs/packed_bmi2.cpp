@@ -12,40 +12,50 @@ namespace codecs {
 namespace {
 
 struct Bmi2Pack {
-  __attribute__((target("bmi2"))) static uint64_t extract(uint64_t codes, int w) {
-    return _pext_u64(codes, kLaneOnes * ((1u << w) - 1));
+  OBSAUG_BMI2_TARGET static uint64_t extract(uint64_t codes, int w) {
+    return _pext_u64(codes, kDepositMask[w]);
+  }
+  OBSAUG_BMI2_TARGET static uint64_t gather(uint64_t codes, uint32_t mask) {
+    return _pext_u64(codes, lane_mask(mask));
   }
 };
 
-// A row's codes, pdep a block: visiting only the bitmap's set bits, 19 at a
-// time (57 bits of widths); value bytes read 8 at a time where the span has
-// them, else through deposit_blocks_checked.
+// A row's codes, pdep a block: visiting only the bitmap's set bits, 14 at a
+// time (56 bits of fields); a dense block's value bytes read 8 at a time
+// where the span has them, anything else through packed.h's read_block.
 struct Bmi2Loop {
   OBSAUG_BMI2_TARGET static RecordStatus deposit_row(TileCursor& c, int32_t blocks_per_row,
                                                      uint8_t* __restrict codes) {
     std::memset(codes, 0, static_cast<size_t>(blocks_per_row) * kBlockCodes);
-    for (int32_t j0 = 0; j0 < blocks_per_row; j0 += 19) {
-      const int count = blocks_per_row - j0 < 19 ? blocks_per_row - j0 : 19;
+    for (int32_t j0 = 0; j0 < blocks_per_row; j0 += 14) {
+      const int count = blocks_per_row - j0 < 14 ? blocks_per_row - j0 : 14;
       uint64_t marked = bits_at(c.bitmap, c.bitmap_size, c.block + j0, count);
-      const int fields = static_cast<int>(_mm_popcnt_u64(marked));
-      uint64_t widths = bits_at(c.widths, c.widths_size, c.width_pos, 3 * fields);
-      c.width_pos += 3 * static_cast<uint64_t>(fields);
-      if (c.stop - c.v < 8 * (fields + 1)) {
-        const RecordStatus s = deposit_blocks_checked(marked, widths, j0, c.v, c.stop, codes);
+      const int listed = static_cast<int>(_mm_popcnt_u64(marked));
+      uint64_t fields = bits_at(c.fields, c.fields_size, 4 * c.field, 4 * listed);
+      c.field += static_cast<uint64_t>(listed);
+      if (c.stop - c.v < 8 * (listed + 1)) {
+        const RecordStatus s = read_blocks_checked(c, marked, fields, j0, blocks_per_row, codes);
         if (s != RecordStatus::kOk) return s;
         continue;
       }
       while (marked != 0) {  // every value's 8-byte load lies in the span
         const int64_t j = j0 + static_cast<int64_t>(_tzcnt_u64(marked));
         marked = _blsr_u64(marked);
-        const int w = static_cast<int>(widths & 7) + 1;
-        widths >>= 3;
-        uint64_t bits;
-        std::memcpy(&bits, c.v, 8);
-        const uint64_t code =
-            _pdep_u64(_bzhi_u64(bits, static_cast<unsigned>(8 * w)), kDepositMask[w]);
+        const int field = static_cast<int>(fields & 0xF);
+        fields >>= 4;
+        uint64_t code;
+        if (field & 8) {
+          const int n = j + 1 == blocks_per_row ? c.last_codes : kBlockCodes;
+          const RecordStatus s = read_block<Bmi2Unpack>(field, n, c.v, c.stop, c.masks, &code);
+          if (s != RecordStatus::kOk) return s;
+        } else {  // dense: the last block's padding is checked after the row
+          const int w = field + 1;
+          uint64_t bits;
+          std::memcpy(&bits, c.v, 8);
+          code = _pdep_u64(_bzhi_u64(bits, static_cast<unsigned>(8 * w)), kDepositMask[w]);
+          c.v += w;
+        }
         std::memcpy(codes + j * kBlockCodes, &code, 8);
-        c.v += w;
       }
     }
     return RecordStatus::kOk;

@@ -17,9 +17,9 @@ bool cpu_has(CodecIsa isa) {
 #if OBSAUG_CODECS_X86
   static const bool bmi2 = __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
                            __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
-  static const bool avx512 = bmi2 && __builtin_cpu_supports("avx512f") &&
-                             __builtin_cpu_supports("avx512bw") &&
-                             __builtin_cpu_supports("avx512vbmi");
+  static const bool avx512 =
+      bmi2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2");
   switch (isa) {
     case CodecIsa::kPortable:
       return true;

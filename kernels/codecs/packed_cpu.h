@@ -17,7 +17,7 @@ namespace codecs {
 // The instruction sets of the packed codec's host loops. All give the same
 // records, frames and statuses. kPortable is packed.h's code, what the CUDA
 // kernel runs; kBmi2 is x86-64's pdep / pext with AVX2 rows; kAvx512 decodes
-// eight blocks a step with AVX-512 VBMI (and encodes as kBmi2).
+// eight blocks a step with AVX-512 VBMI and VBMI2 (and encodes as kBmi2).
 enum class CodecIsa { kPortable, kBmi2, kAvx512 };
 CodecIsa widest_codec_isa();                   // the widest this CPU (and build) has
 std::vector<CodecIsa> available_codec_isas();  // every one it has, kPortable first

@@ -15,24 +15,33 @@
 namespace obsaug {
 namespace codecs {
 
-// Scratch of one encoder: one tile's codes and widths (delta and intra),
-// the tile ends and modes.
+// Scratch of one encoder: one tile's codes and block fields (delta and
+// intra), the tile ends and modes.
 struct PackedScratch {
   std::vector<uint64_t> codes[2];
-  std::vector<uint8_t> widths[2];
+  std::vector<uint8_t> fields[2];
   std::vector<uint32_t> ends;
   std::vector<uint8_t> modes;
 };
 
 namespace {
 
+// The portable bit extraction: the 8 codes (byte lanes, each below 2^w) as
+// one 8w-bit integer; and a sparse block's listed codes (the lanes `mask`
+// marks) moved to the low lanes.
 struct PortablePack {
-  // The 8 codes of `codes`, each below 2^w, as one 8w-bit integer.
   static uint64_t extract(uint64_t codes, int w) {
     if (w == 8) return codes;
     uint64_t bits = 0;
     for (int i = 0; i < kBlockCodes; ++i) bits |= ((codes >> (8 * i)) & 0xFF) << (i * w);
     return bits;
+  }
+  static uint64_t gather(uint64_t codes, uint32_t mask) {
+    uint64_t listed = 0;
+    int k = 0;
+    for (int lane = 0; lane < kBlockCodes; ++lane)
+      if ((mask >> lane) & 1) listed |= ((codes >> (8 * lane)) & 0xFF) << (8 * k++);
+    return listed;
   }
 };
 
@@ -53,25 +62,37 @@ inline int64_t packed_bound(FrameShape shape, int tile_rows) {
       shape.channels * static_cast<int64_t>((shape.height + tile_rows - 1) / tile_rows);
   const int64_t rows = std::min<int64_t>(tile_rows, shape.height);
   const int64_t blocks = rows * ((shape.width + kBlockCodes - 1) / kBlockCodes);
-  const int64_t tile_max = (blocks + 7) / 8 + (3 * blocks + 7) / 8 + kBlockCodes * blocks;
+  const int64_t tile_max = (blocks + 7) / 8 + (blocks + 1) / 2 + kBlockCodes * blocks;
   return kRecordHeaderBytes + 4 * tiles + (tiles + 7) / 8 + shape.bytes() + tile_max + 8;
 }
 
-// One tile's codes: per block its 8 codes (byte lanes) and width.
+// One tile's codes: per block its 8 codes (byte lanes) and its field
+// (kUnmarked, or packed.h's nibble: bit 3 sparse, bits 0..2 w - 1).
+constexpr uint8_t kUnmarked = 0xFF;
 struct TileCodes {
   int64_t blocks = 0;
   int64_t marked = 0;       // blocks with a non-zero code
-  int64_t value_bytes = 0;  // the sum of their widths
+  int64_t sparse = 0;       // of which listed as sparse (one mask byte each)
+  int64_t value_bytes = 0;  // their values' bytes
   int64_t bytes() const {   // the tile's span
-    return marked == 0 ? 0 : (blocks + 7) / 8 + (3 * marked + 7) / 8 + value_bytes;
+    return marked == 0 ? 0 : (blocks + 7) / 8 + (marked + 1) / 2 + sparse + value_bytes;
   }
 };
 
+// The lanes of `codes` that are not 0, as a mask.
+inline uint32_t nonzero_lanes(uint64_t codes) {
+  uint32_t mask = 0;
+  for (int lane = 0; lane < kBlockCodes; ++lane)
+    mask |= ((codes >> (8 * lane)) & 0xFF ? 1u : 0u) << lane;
+  return mask;
+}
+
 // The codes of the tile of `rows` rows at element `first`: delta against
-// `reference` when it is not null, else intra (packed.h, record.h).
+// `reference` when it is not null, else intra (packed.h, record.h); each
+// marked block dense or sparse, whichever is shorter.
 inline TileCodes tile_codes(int32_t width, const uint8_t* __restrict frame,
                             const uint8_t* __restrict reference, int64_t first, int32_t rows,
-                            uint64_t* __restrict codes, uint8_t* __restrict widths) {
+                            uint64_t* __restrict codes, uint8_t* __restrict fields) {
   const int32_t blocks_per_row = (width + kBlockCodes - 1) / kBlockCodes;
   const int last_codes = width % kBlockCodes == 0 ? kBlockCodes : width % kBlockCodes;
   const uint64_t last_mask = last_codes == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * last_codes)) - 1;
@@ -89,39 +110,55 @@ inline TileCodes tile_codes(int32_t width, const uint8_t* __restrict frame,
       const uint64_t predicted = row_ref ? load_lanes(row_ref + x, n) : left_lanes(px, left);
       left = static_cast<uint8_t>(px >> (8 * (n - 1)));
       const uint64_t c = zigzag_lanes(sub_lanes(px, predicted) & (last ? last_mask : ~uint64_t{0}));
-      const int w = lanes_width(c);
       codes[out.blocks] = c;
-      widths[out.blocks] = static_cast<uint8_t>(w);
-      out.marked += w != 0;
-      out.value_bytes += w;
+      const int w = lanes_width(c);
+      if (w == 0) {
+        fields[out.blocks] = kUnmarked;
+        continue;
+      }
+      const int listed = __builtin_popcount(nonzero_lanes(c));
+      const bool sparse = 1 + listed < w;
+      fields[out.blocks] = static_cast<uint8_t>((sparse ? 8 : 0) | (w - 1));
+      ++out.marked;
+      out.sparse += sparse;
+      out.value_bytes += sparse ? listed : w;
     }
   }
   return out;
 }
 
-// Writes a tile with marked blocks (bitmap, widths, values) at `out`, which
-// has tile.bytes() + 8 bytes of room; returns the end.
+// Writes a tile with marked blocks (bitmap, fields, masks, values) at
+// `out`, which has tile.bytes() + 8 bytes of room; returns the end.
 template <typename Pack>
 uint8_t* write_tile(const TileCodes& tile, const uint64_t* __restrict codes,
-                    const uint8_t* __restrict widths, uint8_t* __restrict out) {
+                    const uint8_t* __restrict fields, uint8_t* __restrict out) {
   const int64_t bitmap_bytes = (tile.blocks + 7) / 8;
-  const int64_t width_bytes = (3 * tile.marked + 7) / 8;
+  const int64_t field_bytes = (tile.marked + 1) / 2;
   uint8_t* const bitmap = out;
-  uint8_t* const width_stream = out + bitmap_bytes;
-  std::memset(bitmap, 0, static_cast<size_t>(bitmap_bytes + width_bytes));
-  uint8_t* v = width_stream + width_bytes;
-  uint64_t pos = 0;
-  for (int64_t k = 0; k < tile.blocks; ++k) {
-    const int w = widths[k];
-    if (w == 0) continue;
-    bitmap[k >> 3] |= static_cast<uint8_t>(1u << (k & 7));
-    const uint32_t field = static_cast<uint32_t>(w - 1) << (pos & 7);
-    width_stream[pos >> 3] |= static_cast<uint8_t>(field);
-    if ((pos & 7) > 5) width_stream[(pos >> 3) + 1] |= static_cast<uint8_t>(field >> 8);
-    pos += 3;
-    const uint64_t bits = Pack::extract(codes[k], w);
-    std::memcpy(v, &bits, 8);  // the room holds 8 bytes past the last value
-    v += w;
+  uint8_t* const field_stream = out + bitmap_bytes;
+  uint8_t* masks = field_stream + field_bytes;
+  std::memset(bitmap, 0, static_cast<size_t>(bitmap_bytes + field_bytes));
+  uint8_t* v = masks + tile.sparse;
+  int64_t k = 0;  // the field's index
+  for (int64_t b = 0; b < tile.blocks; ++b) {
+    const uint8_t f = fields[b];
+    if (f == kUnmarked) continue;
+    bitmap[b >> 3] |= static_cast<uint8_t>(1u << (b & 7));
+    field_stream[k >> 1] |= static_cast<uint8_t>(f << ((k & 1) * 4));
+    ++k;
+    const int w = (f & 7) + 1;
+    uint64_t bits;
+    if (f & 8) {
+      const uint32_t mask = nonzero_lanes(codes[b]);
+      *masks++ = static_cast<uint8_t>(mask);
+      bits = Pack::gather(codes[b], mask);
+      std::memcpy(v, &bits, 8);  // the room holds 8 bytes past the last value
+      v += __builtin_popcount(mask);
+    } else {
+      bits = Pack::extract(codes[b], w);
+      std::memcpy(v, &bits, 8);
+      v += w;
+    }
   }
   return v;
 }
@@ -148,7 +185,7 @@ int64_t encode_packed_record(FrameShape shape, const uint8_t* __restrict frame,
       static_cast<int64_t>(std::min(tile_rows, shape.height)) * blocks_per_row;
   for (int k = 0; k < 2; ++k) {
     scratch.codes[k].resize(static_cast<size_t>(max_blocks));
-    scratch.widths[k].resize(static_cast<size_t>(max_blocks));
+    scratch.fields[k].resize(static_cast<size_t>(max_blocks));
   }
   scratch.ends.resize(static_cast<size_t>(tiles));
   scratch.modes.assign(static_cast<size_t>(mode_bytes), 0);
@@ -162,10 +199,10 @@ int64_t encode_packed_record(FrameShape shape, const uint8_t* __restrict frame,
     const int64_t first = (plane * shape.height + y0) * static_cast<int64_t>(width);
     int pick = 0;
     TileCodes tile = tile_codes(width, frame, reference, first, rows, scratch.codes[0].data(),
-                                scratch.widths[0].data());
+                                scratch.fields[0].data());
     if (reference && tile.bytes() * kTryIntraShare > static_cast<int64_t>(rows) * width) {
       const TileCodes intra = tile_codes(width, frame, nullptr, first, rows,
-                                         scratch.codes[1].data(), scratch.widths[1].data());
+                                         scratch.codes[1].data(), scratch.fields[1].data());
       if (intra.bytes() < tile.bytes()) {
         tile = intra;
         pick = 1;
@@ -174,7 +211,7 @@ int64_t encode_packed_record(FrameShape shape, const uint8_t* __restrict frame,
     }
     if (tile.marked != 0) {
       if ((out - data) + tile.bytes() > budget) return 0;
-      out = write_tile<Pack>(tile, scratch.codes[pick].data(), scratch.widths[pick].data(), out);
+      out = write_tile<Pack>(tile, scratch.codes[pick].data(), scratch.fields[pick].data(), out);
     }
     scratch.ends[static_cast<size_t>(t)] = static_cast<uint32_t>(out - data);
   }

@@ -25,7 +25,8 @@ int64_t encode_packed_bmi2(FrameShape shape, const uint8_t* frame, const uint8_t
 TileStatus decode_packed_bmi2(const PackedLayout& layout, const uint8_t* reference, uint8_t* out,
                               uint8_t* codes);
 // packed_avx512.cpp: eight blocks a step (AVX-512 VBMI's byte permute and
-// multishift). `codes`: ceil(blocks_per_row / 8) * 64 bytes.
+// multishift, VBMI2's byte compress and expand). `codes`:
+// ceil(blocks_per_row / 8) * 64 bytes.
 TileStatus decode_packed_avx512(const PackedLayout& layout, const uint8_t* reference, uint8_t* out,
                                 uint8_t* codes);
 
@@ -125,23 +126,54 @@ OBSAUG_BMI2_TARGET inline uint64_t bits_at(const uint8_t* bytes, int64_t size, u
   return _bzhi_u64(word >> (pos & 7), static_cast<unsigned>(count));
 }
 
-// The codes of the blocks `marked` (bits from j0, in order; `widths` their
-// 3-bit fields) of a row into `codes` (8 bytes a block), reading values as
-// decode_packed_tile does near a span's end: kTileShort where one runs past
-// `stop`, at the same block.
-OBSAUG_BMI2_TARGET inline RecordStatus deposit_blocks_checked(uint64_t marked, uint64_t widths,
-                                                              int64_t j0, const uint8_t*& v,
-                                                              const uint8_t* stop,
-                                                              uint8_t* __restrict codes) {
+// Every byte lane whose bit `mask` sets, 0xFF.
+OBSAUG_BMI2_TARGET inline uint64_t lane_mask(uint32_t mask) {
+  return _pdep_u64(mask, kLaneOnes) * 0xFF;
+}
+
+// packed.h's deposit and spread with BMI2.
+struct Bmi2Unpack {
+  OBSAUG_BMI2_TARGET static uint64_t deposit(uint64_t bits, int w) {
+    return _pdep_u64(bits, kDepositMask[w]);
+  }
+  OBSAUG_BMI2_TARGET static uint64_t spread(uint64_t listed, uint32_t mask) {
+    return _pdep_u64(listed, lane_mask(mask));
+  }
+};
+
+// Where an x86 decoder is in a tile: the next bits of its bitmap and fields
+// (read 8 bytes at a time where the data area has them), its masks and values.
+struct TileCursor {
+  const uint8_t* bitmap;
+  const uint8_t* fields;
+  int64_t bitmap_size;  // bytes readable from bitmap / fields (to the data area's end)
+  int64_t fields_size;
+  const uint8_t* masks;     // the next mask
+  const uint8_t* v;         // the next value byte
+  const uint8_t* stop;      // the span's end
+  const uint8_t* data_end;  // the data area's (how far 8-byte reads may go)
+  int last_codes;           // codes in a row's last block
+  uint64_t block = 0;       // the row's first block in the tile
+  uint64_t field = 0;       // the next field
+};
+
+// The codes of the blocks `marked` (bits from block j0 of the row, in order;
+// `fields` their nibbles) into `codes` (8 bytes a block), each through
+// packed.h's read_block: its checks, at the same block as decode_packed_tile.
+OBSAUG_BMI2_TARGET inline RecordStatus read_blocks_checked(TileCursor& c, uint64_t marked,
+                                                           uint64_t fields, int64_t j0,
+                                                           int32_t blocks_per_row,
+                                                           uint8_t* __restrict codes) {
   while (marked != 0) {
     const int64_t j = j0 + static_cast<int64_t>(_tzcnt_u64(marked));
     marked = _blsr_u64(marked);
-    const int w = static_cast<int>(widths & 7) + 1;
-    widths >>= 3;
-    if (stop - v < w) return RecordStatus::kTileShort;
-    const uint64_t c = _pdep_u64(load_value_bits(v, stop, w), kDepositMask[w]);
-    std::memcpy(codes + j * kBlockCodes, &c, 8);
-    v += w;
+    const int n = j + 1 == blocks_per_row ? c.last_codes : kBlockCodes;
+    uint64_t code;
+    const RecordStatus s =
+        read_block<Bmi2Unpack>(static_cast<int>(fields & 0xF), n, c.v, c.stop, c.masks, &code);
+    if (s != RecordStatus::kOk) return s;
+    fields >>= 4;
+    std::memcpy(codes + j * kBlockCodes, &code, 8);
   }
   return RecordStatus::kOk;
 }
@@ -154,19 +186,6 @@ OBSAUG_BMI2_TARGET inline bool last_block_padded(const uint8_t* codes, int32_t b
   std::memcpy(&last, codes + static_cast<int64_t>(blocks_per_row - 1) * kBlockCodes, 8);
   return (last >> (8 * (kBlockCodes - padding_lanes))) != 0;
 }
-
-// Where an x86 decoder is in a tile: its values, and its bitmap's and
-// widths' next bits (read 8 bytes at a time where the data area has them).
-struct TileCursor {
-  const uint8_t* bitmap;
-  const uint8_t* widths;
-  int64_t bitmap_size;  // bytes readable from bitmap / widths (to the data area's end)
-  int64_t widths_size;
-  const uint8_t* v;     // the next value byte
-  const uint8_t* stop;  // the span's end
-  uint64_t block = 0;   // the row's first block in the tile
-  uint64_t width_pos = 0;
-};
 
 // The x86 decoders' tile (decode_packed_tile's frame and status): per row,
 // Loop::deposit_row puts the codes of the row's marked blocks into `codes`
@@ -182,9 +201,16 @@ inline RecordStatus decode_tile_rows(const PackedLayout& l, int64_t t,
   const RecordStatus s = start_tile(l, t, reference, out, &plan);
   if (s != RecordStatus::kOk || plan.bitmap == nullptr) return s;
   const uint8_t* const data_end = l.data + l.data_size;
-  TileCursor c{plan.bitmap, plan.widths, data_end - plan.bitmap, data_end - plan.widths,
-               plan.values, plan.stop};
   const int padding_lanes = l.blocks_per_row * kBlockCodes - l.width;
+  TileCursor c{plan.bitmap,
+               plan.fields,
+               data_end - plan.bitmap,
+               data_end - plan.fields,
+               plan.masks,
+               plan.values,
+               plan.stop,
+               data_end,
+               kBlockCodes - padding_lanes};
   for (int32_t r = 0; r < plan.rows.rows; ++r) {
     const RecordStatus d = Loop::deposit_row(c, l.blocks_per_row, codes);
     if (d != RecordStatus::kOk) return d;

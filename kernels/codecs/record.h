@@ -94,7 +94,8 @@ enum class RecordStatus : int32_t {
   kTileShort,    // packed: a tile's bitmap, widths or values run past its span
   kTileLong,     // packed: bytes left in a tile's span after its values
   kTileBitmap,   // packed: a bitmap bit set past the tile's last block
-  kTilePadding,  // packed: a non-zero value past a row's end or in the widths' padding
+  kTilePadding,  // packed: a non-zero code past a row's end, or padding bits not 0
+  kTileMask,     // packed: a sparse block's mask empty or marking codes past its row
   kLibrary,      // lz4 or zstd refused the payload
   kDecodedSize,  // lz4 or zstd decoded to another size than C*H*W
   kCount

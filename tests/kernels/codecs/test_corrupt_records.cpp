@@ -4,7 +4,7 @@
 // decoded to a wrong frame unnoticed: every truncation, every single-bit
 // flip (the checksum), and, behind a refreshed checksum (a record crafted to
 // pass it), each structural check of the header, the tile table and modes,
-// the tiles' bitmaps, widths, values and padding, and the libraries'
+// the tiles' bitmaps, fields, masks, values and padding, and the libraries'
 // payloads. Both ISAs of the packed decoder give the same status everywhere.
 #include <gtest/gtest.h>
 
@@ -109,30 +109,36 @@ void set_end(Bytes& rec, const PackedParts& p, int64_t t, uint32_t v) {
   }
 }
 
-// A marked block of a tile: its index in the tile, width, and where its
-// value bytes start in the record.
+// A marked block of a tile: its index in the tile, field (bit 3 sparse,
+// bits 0..2 w - 1), where its mask (sparse blocks; else -1) and its value
+// bytes are in the record, and how many value bytes it has.
 struct MarkedBlock {
   int64_t block;
-  int width;
+  int field;
+  int64_t mask_offset;
   int64_t value_offset;
+  int value_bytes;
 };
 std::vector<MarkedBlock> marked_blocks(const Bytes& rec, const PackedParts& p, int64_t t,
-                                       int64_t* width_bytes_end) {
+                                       int64_t* fields_offset) {
   TilePlan plan{};
   EXPECT_EQ(tile_plan(p.layout, t, &plan), RecordStatus::kOk);
   std::vector<MarkedBlock> out;
   if (plan.bitmap == nullptr) return out;
   const int64_t blocks = static_cast<int64_t>(plan.rows.rows) * p.layout.blocks_per_row;
   int64_t v = plan.values - rec.data();
-  uint64_t pos = 0;
+  int64_t mask = plan.masks - rec.data();
+  int64_t k = 0;
   for (int64_t b = 0; b < blocks; ++b) {
     if (!((plan.bitmap[b >> 3] >> (b & 7)) & 1)) continue;
-    const int w = read_width(plan.widths, pos);
-    pos += 3;
-    out.push_back({b, w, v});
-    v += w;
+    const int field = read_field(plan.fields, k++);
+    const int w = (field & 7) + 1;
+    const bool sparse = field & 8;
+    const int bytes = sparse ? __builtin_popcount(rec[static_cast<size_t>(mask)]) : w;
+    out.push_back({b, field, sparse ? mask++ : -1, v, bytes});
+    v += bytes;
   }
-  *width_bytes_end = plan.values - rec.data();
+  *fields_offset = plan.fields - rec.data();
   return out;
 }
 
@@ -265,7 +271,7 @@ TEST(CorruptRecords, TileTableAndModes) {
     set_end(r, q, 0, end_of(intra, q, 0) - 1);
     testing::refresh_checksum(r);
     expect_refused(r, s.shape, s.key, RecordStatus::kTileShort,
-                   "a tile's bitmap, widths or values run past its span", "tile 0 - 1");
+                   "a tile's bitmap, fields, masks or values run past its span", "tile 0 - 1");
     set_end(r, q, 0, end_of(intra, q, 0) + 1);
     testing::refresh_checksum(r);
     expect_refused(r, s.shape, s.key, RecordStatus::kTileLong,
@@ -298,45 +304,73 @@ TEST(CorruptRecords, ATileSpanRunningBackwards) {
                  "a tile's span in the tile table runs backwards", "tile 61 backwards");
 }
 
-TEST(CorruptRecords, TileBitmapsWidthsAndPadding) {
+// Sets bit `bit` of record byte `at`, refreshes the checksum, and expects `want`.
+void expect_bit_refused(const Bytes& rec, int64_t at, int bit, const Sample& s, RecordStatus want,
+                        const std::string& words, const std::string& what) {
+  Bytes r = rec;
+  r[static_cast<size_t>(at)] |= static_cast<uint8_t>(1u << bit);
+  testing::refresh_checksum(r);
+  expect_refused(r, s.shape, s.key, want, words, what);
+}
+
+// The tiles' structure: a bitmap bit past the last block, the fields' padding
+// nibble, a dense block's code past its row's end, an empty mask or one
+// marking a code past the row's end.
+TEST(CorruptRecords, TileBitmapsFieldsMasksAndPadding) {
   const Sample s;
-  const Bytes rec = s.encode("packed-4", false);  // intra: every tile has marked blocks
-  const PackedParts p = parts_of(rec);
-  const int64_t blocks = 4 * 11;  // 44 blocks: 4 bits of the 6th byte unused
-  {
-    Bytes r = rec;
-    r[static_cast<size_t>(p.data + blocks / 8)] |= 0x10;
-    testing::refresh_checksum(r);
-    expect_refused(r, s.shape, s.key, RecordStatus::kTileBitmap,
-                   "a tile's bitmap marks blocks past its last block", "bitmap bit 44");
-  }
-  bool width_padding = false, code_padding = false;
-  for (int64_t t = 0; t < p.layout.tiles && !(width_padding && code_padding); ++t) {
-    int64_t values_at = 0;
-    const std::vector<MarkedBlock> marked = marked_blocks(rec, p, t, &values_at);
-    if (!width_padding && (3 * marked.size()) % 8 != 0) {  // a padding bit of the widths
-      Bytes r = rec;
-      r[static_cast<size_t>(values_at - 1)] |= 0x80;
-      testing::refresh_checksum(r);
-      expect_refused(r, s.shape, s.key, RecordStatus::kTilePadding,
-                     "a tile has a non-zero code past a row's end or in its widths' padding",
-                     "width padding of tile " + std::to_string(t));
-      width_padding = true;
+  const int32_t last_block = 10;  // W = 84: 11 blocks a row, the last of 4 codes
+  bool done[5] = {};
+  for (bool delta : {false, true}) {
+    const Bytes rec = s.encode("packed-4", delta);
+    const PackedParts p = parts_of(rec);
+    for (int64_t t = 0; t < p.layout.tiles; ++t) {
+      int64_t fields_at = 0;
+      const std::vector<MarkedBlock> marked = marked_blocks(rec, p, t, &fields_at);
+      if (marked.empty()) continue;
+      const std::string tile = " of tile " + std::to_string(t) + (delta ? " (delta)" : " (intra)");
+      if (!done[0]) {  // 44 blocks: bits 4..7 of the bitmap's 6th byte unused
+        expect_bit_refused(rec, fields_at - 1, 4, s, RecordStatus::kTileBitmap,
+                           "a tile's bitmap marks blocks past its last block",
+                           "bitmap bit 44" + tile);
+        done[0] = true;
+      }
+      if (!done[1] && marked.size() % 2 == 1) {  // the fields' padding nibble
+        expect_bit_refused(rec, fields_at + static_cast<int64_t>(marked.size()) / 2, 6, s,
+                           RecordStatus::kTilePadding,
+                           "a tile has a non-zero code past a row's end", "field padding" + tile);
+        done[1] = true;
+      }
+      for (const MarkedBlock& m : marked) {
+        const int w = (m.field & 7) + 1;
+        const std::string block = " block " + std::to_string(m.block) + tile;
+        if (m.mask_offset < 0) {
+          if (!done[2] && m.block % 11 == last_block && w < 8) {  // code 4 of a row's last block
+            expect_bit_refused(rec, m.value_offset + 4 * w / 8, (4 * w) % 8, s,
+                               RecordStatus::kTilePadding,
+                               "a tile has a non-zero code past a row's end", "code 4 of" + block);
+            done[2] = true;
+          }
+          continue;
+        }
+        if (!done[3]) {  // an empty mask
+          Bytes r = rec;
+          r[static_cast<size_t>(m.mask_offset)] = 0;
+          testing::refresh_checksum(r);
+          expect_refused(r, s.shape, s.key, RecordStatus::kTileMask,
+                         "a sparse block's mask is empty or marks codes past its row's end",
+                         "empty mask of" + block);
+          done[3] = true;
+        }
+        if (!done[4] && m.block % 11 == last_block) {  // a mask marking code 5 of 4
+          expect_bit_refused(rec, m.mask_offset, 5, s, RecordStatus::kTileMask,
+                             "a sparse block's mask is empty or marks codes past its row's end",
+                             "mask bit 5 of" + block);
+          done[4] = true;
+        }
+      }
     }
-    for (const MarkedBlock& m : marked) {  // code 4 of a row's last block (W = 84: 4 codes)
-      if (code_padding || m.block % 11 != 10 || m.width == 8) continue;
-      Bytes r = rec;
-      const int bit = 4 * m.width;
-      r[static_cast<size_t>(m.value_offset + bit / 8)] |= static_cast<uint8_t>(1u << (bit % 8));
-      testing::refresh_checksum(r);
-      expect_refused(
-          r, s.shape, s.key, RecordStatus::kTilePadding,
-          "a tile has a non-zero code past a row's end",
-          "code 4 of block " + std::to_string(m.block) + " of tile " + std::to_string(t));
-      code_padding = true;
-    }
   }
-  EXPECT_TRUE(width_padding && code_padding) << "no tile to corrupt the padding of";
+  for (int k = 0; k < 5; ++k) EXPECT_TRUE(done[k]) << "no block to corrupt for case " << k;
 }
 
 TEST(CorruptRecords, LibraryPayloads) {

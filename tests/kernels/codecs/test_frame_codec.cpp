@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/codecs/frame_codec.h"
+#include "kernels/codecs/packed.h"
 #include "tests/kernels/codecs/codec_test_util.h"
 
 namespace obsaug {
@@ -154,6 +155,23 @@ TEST(FrameCodec, ConstantFramesAndUnchangedFrames) {
   }
 }
 
+// A frame unrelated to its reference (a new scene, an episode's reset): each
+// delta tile costs more than the tile on its own, so the delta record holds
+// intra tiles and costs no more than the intra record plus its tile modes.
+TEST(FrameCodec, DeltaRecordsFallBackToIntraTiles) {
+  const FrameShape shape{3, 84, 84};
+  const std::vector<uint8_t> frame = testing::scene_frame(shape, 0, 21);
+  const std::vector<uint8_t> unrelated = testing::noise_frame(shape, 22);
+  for (CodecIsa isa : testing::isas()) {
+    const std::vector<uint8_t> intra =
+        round_trip("packed-4", isa, shape, frame.data(), nullptr, "intra");
+    const std::vector<uint8_t> delta =
+        round_trip("packed-4", isa, shape, frame.data(), unrelated.data(), "delta on noise");
+    ASSERT_EQ(delta[2], static_cast<uint8_t>(RecordMode::kDelta));
+    EXPECT_LE(delta.size(), intra.size() + (63 + 7) / 8) << codec_isa_name(isa);
+  }
+}
+
 // Every width 1..8: a delta whose blocks have largest codes 1, 3, 7, ..., 255.
 TEST(FrameCodec, EveryBlockWidthRoundTrips) {
   const FrameShape shape{1, 4, 8 * 9 + 3};
@@ -168,6 +186,45 @@ TEST(FrameCodec, EveryBlockWidthRoundTrips) {
     }
   for (const std::string& codec : testing::all_codec_names())
     for (CodecIsa isa : testing::isas()) round_trip(codec, isa, shape, f.data(), ref.data(), codec);
+}
+
+// Blocks of every width with 1 to 8 non-zero codes, so that the encoder
+// lists some (sparse) and packs the others (dense), mixed within the
+// AVX-512 loop's steps of 8 blocks and at rows' partial last blocks.
+TEST(FrameCodec, SparseAndDenseBlocksRoundTrip) {
+  const FrameShape shape{2, 6, 8 * 9 + 5};
+  const std::vector<uint8_t> ref = testing::scene_frame(shape, 0, 31);
+  std::vector<uint8_t> f = ref;
+  for (int32_t row = 0; row < shape.channels * shape.height; ++row)
+    for (int32_t j = 0; j * 8 < shape.width; ++j) {
+      const int w = 1 + (row + j) % 8, nonzero = 1 + (row * 3 + j) % 8;
+      for (int k = 0; k < nonzero && j * 8 + k < shape.width; ++k) {
+        const int code = k == 0 ? (1 << w) - 1 : 1 + (k * 5) % ((1 << w) - 1);  // the first sets w
+        const int diff = code % 2 ? -(code + 1) / 2 : code / 2;
+        const size_t at = static_cast<size_t>(row * shape.width + j * 8 + (k * 3) % 8);
+        if (j * 8 + (k * 3) % 8 < shape.width) f[at] = static_cast<uint8_t>(ref[at] + diff);
+      }
+    }
+  for (CodecIsa isa : testing::isas()) {
+    const std::vector<uint8_t> rec = round_trip("packed-4", isa, shape, f.data(), ref.data(), "mixed");
+    ASSERT_EQ(rec[1], static_cast<uint8_t>(RecordCodec::kPacked));
+    PackedLayout l{};
+    ASSERT_EQ(packed_layout(rec.data(), rec.size(), read_header(rec.data()), &l), RecordStatus::kOk);
+    int sparse = 0, dense = 0;
+    for (int64_t t = 0; t < l.tiles; ++t) {
+      TilePlan plan{};
+      ASSERT_EQ(tile_plan(l, t, &plan), RecordStatus::kOk);
+      if (plan.bitmap == nullptr) continue;
+      for (const uint8_t* p = plan.fields; p < plan.masks; ++p)
+        for (int half = 0; half < 2; ++half) {
+          const int field = (*p >> (4 * half)) & 0xF;
+          sparse += (field & 8) != 0;
+          dense += (field & 8) == 0 && field != 0;
+        }
+    }
+    EXPECT_GT(sparse, 10);
+    EXPECT_GT(dense, 10);
+  }
 }
 
 TEST(FrameCodec, EdgeSizesRoundTrip) {
