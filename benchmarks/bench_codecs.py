@@ -24,7 +24,8 @@ steadier than wall time where other jobs share the cores) unless stated:
              against a memcpy of the same frames from raw storage (`copy`).
 Schemes: frame (every frame intra), prev-K (a key frame every K frames of an
 episode, the others against their predecessor), key-K (the others against
-their group's key: a chain of two).
+their group's key: a chain of two), rawkey-K (key-K with the keys stored as
+they are: the gather reads a key's pixels in place, decoding no key).
 
 Where obsaug's Python module is built (and data/photos is there), the same run
 also times the uncompressed buffer's fused sample(--batch, augment=shift +
@@ -56,9 +57,9 @@ from harness import ROOT
 
 DEFAULT_CODECS = ["packed-4", "packed-1", "packed-16", "lz4", "lz4-plain", "lz4hc-9", "zstd-1",
                   "zstd-3", "zstd-3-plain", "zstd-9"]
-DEFAULT_SCHEMES = ["frame", "prev-8", "key-4", "key-8", "key-16"]
+DEFAULT_SCHEMES = ["frame", "prev-8", "key-4", "key-8", "key-16", "rawkey-8", "rawkey-16"]
 QUICK_CODECS = ["packed-4", "lz4", "zstd-1", "zstd-3"]
-QUICK_SCHEMES = ["frame", "prev-8", "key-8", "key-16"]
+QUICK_SCHEMES = ["frame", "prev-8", "key-8", "key-16", "rawkey-16"]
 STACK = {"dmc": 3, "atari": 4}
 ENCODE_BUDGET_US = 50.0  # per 84x84x3 frame
 TARGETS = {  # issue 44

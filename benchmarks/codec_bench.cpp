@@ -119,7 +119,7 @@ Records encode_all(const Frames& f, const Scheme& s, FrameEncoder& enc, FrameEnc
   for (int64_t i = 0; i < f.count; ++i) {
     const int64_t ref = reference_of(f, s, i);
     const obsaug::codecs::RecordBytes rec =
-        enc.encode(f.frame(i), ref < 0 ? nullptr : f.frame(ref));
+        (stored_key(s, f, i) ? stored : enc).encode(f.frame(i), ref < 0 ? nullptr : f.frame(ref));
     std::memcpy(r.bytes.data() + r.offset[i], rec.data, static_cast<size_t>(rec.size));
     r.offset[i + 1] = r.offset[i] + rec.size;
     r.stored += rec.data[1] == static_cast<uint8_t>(obsaug::codecs::RecordCodec::kStored);
@@ -154,7 +154,7 @@ std::vector<Draw> draw_batch(const Frames& f, int64_t batch, int stack, uint64_t
 // each draw, and the frames their references need first.
 void decode_draws(const Frames& f, const Scheme& s, const Records& r,
                   const std::vector<Draw>& draws, size_t begin, size_t end, FrameDecoder& dec,
-                  std::vector<uint8_t>& scratch) {
+                  std::vector<uint8_t>& scratch, bool verify = false) {
   const int64_t n = f.shape.bytes();
   const int span = 16;  // frames per draw at most, for the scratch slots
   scratch.resize(static_cast<size_t>((span + 1) * n));
@@ -181,6 +181,9 @@ void decode_draws(const Frames& f, const Scheme& s, const Records& r,
         ref_ptr = key;
       }
       dec.decode(r.data(i), r.size(i), ref_ptr, out);
+      if (verify && std::memcmp(out, f.frame(i), static_cast<size_t>(n)) != 0)
+        throw std::runtime_error(s.name + ": the sampled frame " + std::to_string(i) +
+                                 " decodes wrong");
       if (ref < 0) decoded_key = i, key = out;
     }
   }
@@ -265,6 +268,7 @@ void run(const Frames& f, const std::string& codec, const Scheme& s, int repeats
   const auto slice = [&](int t, int parts) {
     return std::make_pair(draws.size() * t / parts, draws.size() * (t + 1) / parts);
   };
+  decode_draws(f, s, records, draws, 0, draws.size(), *decoders[0], scratch[0], true);
   const double sample1_s = best_of(repeats, [&] {
     decode_draws(f, s, records, draws, 0, draws.size(), *decoders[0], scratch[0]);
   });
