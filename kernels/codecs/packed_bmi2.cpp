@@ -72,7 +72,7 @@ struct Bmi2Loop {
 
 }  // namespace
 
-__attribute__((target("bmi,bmi2,popcnt"), flatten)) int64_t encode_packed_bmi2(
+__attribute__((target("bmi,bmi2,popcnt,avx2"), flatten)) int64_t encode_packed_bmi2(
     FrameShape shape, const uint8_t* frame, const uint8_t* reference, int tile_rows,
     PackedScratch& scratch, uint8_t* dst) {
   return encode_packed_record<Bmi2Pack>(shape, frame, reference, tile_rows, scratch, dst);

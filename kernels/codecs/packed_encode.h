@@ -81,10 +81,9 @@ struct TileCodes {
 
 // The lanes of `codes` that are not 0, as a mask.
 inline uint32_t nonzero_lanes(uint64_t codes) {
-  uint32_t mask = 0;
-  for (int lane = 0; lane < kBlockCodes; ++lane)
-    mask |= ((codes >> (8 * lane)) & 0xFF ? 1u : 0u) << lane;
-  return mask;
+  // each lane's high bit set when the lane is not 0; the eight gathered by a multiply
+  const uint64_t high = (codes | ((codes & kLaneLow7) + kLaneLow7)) & kLaneHigh;
+  return static_cast<uint32_t>(((high >> 7) * 0x0102040810204080ull) >> 56);
 }
 
 // The codes of the tile of `rows` rows at element `first`: delta against
