@@ -57,7 +57,8 @@ from harness import ROOT
 
 DEFAULT_CODECS = ["packed-4", "packed-1", "packed-16", "lz4", "lz4-plain", "lz4hc-9", "zstd-1",
                   "zstd-3", "zstd-3-plain", "zstd-9"]
-DEFAULT_SCHEMES = ["frame", "prev-8", "key-4", "key-8", "key-16", "rawkey-8", "rawkey-16"]
+DEFAULT_SCHEMES = ["frame", "prev-8", "key-4", "key-8", "key-16", "key-32", "rawkey-8", "rawkey-16",
+                   "rawkey-32"]
 QUICK_CODECS = ["packed-4", "lz4", "zstd-1", "zstd-3"]
 QUICK_SCHEMES = ["frame", "prev-8", "key-8", "key-16", "rawkey-16"]
 STACK = {"dmc": 3, "atari": 4}
