@@ -17,7 +17,7 @@ seconds="${1:-60}"
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_decode fuzz_tar fuzz_config fuzz_replay_checkpoint
-                                     fuzz_replay_fields)
+                                     fuzz_replay_fields fuzz_frame_record)
 build_dir="${OBSAUG_FUZZ_BUILD_DIR:-build-fuzz}"
 if [ ! -f "$build_dir/build.ninja" ]; then
   mkdir -p "$build_dir"

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Prepares, on a Debian machine with the internet, what scripts/gpu_check.sh
 # needs on a GPU machine that can download nothing (the lent H200: PyTorch,
-# nvcc, CMake and ninja, but no TurboJPEG, libpng, yaml-cpp, Boost or
-# GoogleTest). Without them the distractor pool, the Engine, the YAML config
-# and the C++ tests are skipped there (cmake/components.cmake), and so are
-# their CUDA paths.
+# nvcc, CMake and ninja, but no TurboJPEG, libpng, LZ4, zstd, yaml-cpp, Boost
+# or GoogleTest). Without them the distractor pool, the Engine, the YAML
+# config, the frame codecs and the C++ tests are skipped there
+# (cmake/components.cmake), and so are their CUDA paths.
 #
 # Writes .gpu_bundle/ (ignored by git):
 #   *.deb                       Debian's packages, fetched with `apt-get
 #                               download` (nothing is installed here): the
 #                               runtime and -dev packages of TurboJPEG, libpng
 #                               (with zlib1g-dev: FindPNG needs zlib's header
-#                               and library),
-#                               yaml-cpp, and GoogleTest's prebuilt libgtest-dev
+#                               and library), LZ4 and zstd (the frame codecs,
+#                               kernels/codecs), yaml-cpp, and GoogleTest's
+#                               prebuilt libgtest-dev
 #   boost-lockfree-headers.tar.gz  the Boost headers that
 #                               <boost/lockfree/spsc_queue.hpp> includes (as
 #                               g++ lists them) plus all of boost/config, from
@@ -37,7 +38,7 @@ FORCE=0
 [[ "${1:-}" == "--force" ]] && FORCE=1
 
 PACKAGES=(libturbojpeg0 libturbojpeg0-dev libpng16-16 libpng-dev zlib1g-dev
-  libyaml-cpp0.7 libyaml-cpp-dev libgtest-dev)
+  liblz4-1 liblz4-dev libzstd1 libzstd-dev libyaml-cpp0.7 libyaml-cpp-dev libgtest-dev)
 BOOST_TAR="$BUNDLE/boost-lockfree-headers.tar.gz"
 
 [[ "$FORCE" -eq 1 ]] && rm -rf "$BUNDLE"

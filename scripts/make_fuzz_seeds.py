@@ -7,6 +7,9 @@ shards of those images. fuzz_config: the presets in configs/. fuzz_replay_checkp
 small replay checkpoints (uniform and prioritized, wrapped ring, parallel envs).
 fuzz_replay_fields: edit scripts (tests/fuzz/fuzz_replay_fields.cpp): each base
 checkpoint unedited, one edit of each kind, and sixteen edits.
+fuzz_frame_record: crops of the codec tests' real frames
+(tests/kernels/codecs/data) in the target's encode-first form, one per codec,
+delta and intra, plus a few raw byte strings.
 Usage: make_fuzz_seeds.py OUT_DIR
 """
 import io
@@ -106,6 +109,24 @@ def replay_field_seeds(out: pathlib.Path):
         (out / f"base{base}_many").write_bytes(many)
 
 
+def frame_record_seeds(out: pathlib.Path):
+    # tests/fuzz/fuzz_frame_record.cpp: flags, C, H, W, then the frame's bytes
+    # (bit 2: encode first; bit 0: against a reference; bit 1: refresh the
+    # checksum; bits 3..5: the codec).
+    out.mkdir(parents=True, exist_ok=True)
+    for path in sorted((ROOT / "tests/kernels/codecs/data").glob("*.npy")):
+        frames = np.load(path)
+        c = frames.shape[1]
+        crop = frames[1, :, 20:44, 30:62]  # [C, 24, 32]
+        for codec in range(8):
+            for delta in (0, 1):
+                flags = 4 | 2 | delta | (codec << 3)
+                head = bytes([flags, c - 1, 23, 31])
+                (out / f"{path.stem}_{codec}_{delta}").write_bytes(head + crop.tobytes())
+    for k, blob in enumerate((b"\x00\x00\x00\x00", b"\x02" + bytes(3) + b"\x01" * 40)):
+        (out / f"raw_{k}").write_bytes(blob)
+
+
 def main():
     out = pathlib.Path(sys.argv[1])
     images = decode_seeds(out / "fuzz_decode")
@@ -113,6 +134,7 @@ def main():
     config_seeds(out / "fuzz_config")
     replay_seeds(out / "fuzz_replay_checkpoint")
     replay_field_seeds(out / "fuzz_replay_fields")
+    frame_record_seeds(out / "fuzz_frame_record")
 
 
 if __name__ == "__main__":

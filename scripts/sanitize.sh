@@ -63,7 +63,8 @@ for mode in "${modes[@]}"; do
       tests=(tests/obsaug_tests tests/files/obsaug_files_tests tests/engine/obsaug_source_tests tests/engine/obsaug_decode_tests
              tests/engine/obsaug_pool_tests tests/engine/obsaug_config_tests
              tests/engine/obsaug_engine_tests tests/replay/obsaug_replay_tests tests/tools/obsaug_tools_tests
-             tests/cuda_emulation/obsaug_cuda_emulation_tests)
+             tests/cuda_emulation/obsaug_cuda_emulation_tests tests/obsaug_codecs_tests
+             tests/cuda_emulation/obsaug_codecs_cuda_emulation_tests)
       select_tests || continue
       ninja -C build-asan $(for t in "${tests[@]}"; do basename "$t"; done) || { status=1; continue; }
       asan="detect_leaks=0:halt_on_error=1:detect_odr_violation=0:${ASAN_OPTIONS:-}"
@@ -82,7 +83,8 @@ for mode in "${modes[@]}"; do
       configure build-tsan OBSAUG_TSAN || { status=1; continue; }
       tests=(tests/engine/obsaug_pool_tests tests/engine/obsaug_engine_tests
              tests/replay/obsaug_replay_tests
-             tests/cuda_emulation/obsaug_cuda_emulation_tests)
+             tests/cuda_emulation/obsaug_cuda_emulation_tests
+             tests/cuda_emulation/obsaug_codecs_cuda_emulation_tests)
       select_tests || continue
       ninja -C build-tsan $(for t in "${tests[@]}"; do basename "$t"; done) || { status=1; continue; }
       # TSan's shadow memory needs the classic address layout on kernels with

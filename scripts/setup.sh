@@ -9,7 +9,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 apt_packages=(cmake ninja-build ccache g++ pkg-config libgtest-dev libbenchmark-dev
-              libyaml-cpp-dev libboost-dev libturbojpeg0-dev libpng-dev clang)
+              libyaml-cpp-dev libboost-dev libturbojpeg0-dev libpng-dev liblz4-dev libzstd-dev
+              clang)
 missing=()
 for pkg in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -1,0 +1,40 @@
+# obsaug_find_c_library(<var> PKG <pkg-config module> HEADER <header> NAMES <library>...)
+# Finds a C library by pkg-config, or else its header and library by name in
+# CMAKE_PREFIX_PATH and the system's paths (Debian packages unpacked into a
+# prefix on a machine without apt: scripts/gpu_check.sh). Sets, in the
+# caller's scope, <var> to an imported target (empty when not found),
+# <var>_FILE to the library file and <var>_FOUND_TEXT to a status line.
+find_package(PkgConfig QUIET)
+function(obsaug_find_c_library var)
+  cmake_parse_arguments(ARG "" "PKG;HEADER" "NAMES" ${ARGN})
+  string(MAKE_C_IDENTIFIER "${ARG_PKG}" _id)
+  string(TOUPPER "${_id}" _id)
+  set(_target "")
+  set(_file "")
+  set(_text "")
+  if(PkgConfig_FOUND)
+    pkg_check_modules(OBSAUG_PC_${_id} QUIET IMPORTED_TARGET GLOBAL ${ARG_PKG})
+  endif()
+  if(TARGET PkgConfig::OBSAUG_PC_${_id})
+    set(_target PkgConfig::OBSAUG_PC_${_id})
+    list(GET OBSAUG_PC_${_id}_LINK_LIBRARIES 0 _file)
+    set(_text "${ARG_PKG} ${OBSAUG_PC_${_id}_VERSION}")
+  else()
+    find_path(OBSAUG_${_id}_INCLUDE_DIR ${ARG_HEADER})
+    find_library(OBSAUG_${_id}_LIBRARY NAMES ${ARG_NAMES})
+    if(OBSAUG_${_id}_INCLUDE_DIR AND OBSAUG_${_id}_LIBRARY)
+      set(_target obsaug_c_${_id})
+      if(NOT TARGET ${_target})
+        add_library(${_target} UNKNOWN IMPORTED GLOBAL)
+        set_target_properties(${_target} PROPERTIES
+          IMPORTED_LOCATION "${OBSAUG_${_id}_LIBRARY}"
+          INTERFACE_INCLUDE_DIRECTORIES "${OBSAUG_${_id}_INCLUDE_DIR}")
+      endif()
+      set(_file "${OBSAUG_${_id}_LIBRARY}")
+      set(_text "${ARG_PKG} ${OBSAUG_${_id}_LIBRARY} (found without pkg-config)")
+    endif()
+  endif()
+  set(${var} "${_target}" PARENT_SCOPE)
+  set(${var}_FILE "${_file}" PARENT_SCOPE)
+  set(${var}_FOUND_TEXT "${_text}" PARENT_SCOPE)
+endfunction()
