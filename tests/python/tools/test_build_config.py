@@ -55,5 +55,5 @@ def test_turbojpeg_in_a_prefix_found_without_pkg_config(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "found without pkg-config" in r.stdout, r.stdout
     assert "decode (JPEG, PNG) skipped" not in r.stdout, r.stdout
-    assert cache_value(build, "OBSAUG_TURBOJPEG_INCLUDE_DIR") == str(prefix / "include")
-    assert cache_value(build, "OBSAUG_TURBOJPEG_LIBRARY").startswith(str(prefix / "lib"))
+    assert cache_value(build, "OBSAUG_LIBTURBOJPEG_INCLUDE_DIR") == str(prefix / "include")
+    assert cache_value(build, "OBSAUG_LIBTURBOJPEG_LIBRARY").startswith(str(prefix / "lib"))
