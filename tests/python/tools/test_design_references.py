@@ -31,7 +31,7 @@ DESIGN_CITATION = re.compile(
 OUTSIDE = re.compile(r"(?<![\w/.-])(?:DESIGN|STYLE)\.md|\.\./shared/|/work/shared/")
 # A quoted section of a page: README "Errors", BENCHMARKS.md, "Read-ahead", ...
 QUOTED = re.compile(r"\b(README(?:\.md)?|BENCHMARKS\.md|RELIABILITY\.md|docs/[\w-]+\.md)"
-                    r"[,:]?\s+\(?\"([^\"]{2,90})\"")
+                    r"([,:]?)\s+\(?\"([^\"]{2,90})\"")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*$", re.M)
 BOLD = re.compile(r"\*\*([^*]+)\*\*")
@@ -83,14 +83,15 @@ def anchors(page):
     return [flowing(n).strip(" .").lower() for n in names], flowing(text).lower()
 
 
-def quoted_section_resolves(page, quoted):
+def quoted_section_resolves(page, quoted, quotes_words):
     names, text = anchors("README.md" if page == "README" else page)
     if names is None:
         return False
     quoted = quoted.strip(" .,").lower()
     # A heading or bold lead the quote begins (README "Errors", BENCHMARKS.md,
-    # "Read-ahead"), or, for a longer quote, the page's own words.
-    return any(name.startswith(quoted) for name in names) or (len(quoted) >= 20 and quoted in text)
+    # "Read-ahead"), or, after a colon (docs/replay.md: "every index ..."),
+    # the page's own words.
+    return any(name.startswith(quoted) for name in names) or (quotes_words and quoted in text)
 
 
 def reference_problems(files, sections):
@@ -116,8 +117,8 @@ def reference_problems(files, sections):
             if not any(start <= match.start() < end for start, end in cited):
                 problems.append(f"{name}: {match.group(0)!r} is outside the repository")
         for match in QUOTED.finditer(text):
-            page, quoted = match.groups()
-            if not quoted_section_resolves(page, quoted):
+            page, separator, quoted = match.groups()
+            if not quoted_section_resolves(page, quoted, separator == ":"):
                 problems.append(f"{name}: {page} has no section {quoted!r}")
     return problems
 
