@@ -1,5 +1,5 @@
-"""A clone of the repository resolves every reference its files make
-(issue 43, item 5): every "docs/design.md section N" names a section that
+"""A clone of the repository resolves every reference its files make:
+every "docs/design.md section N" names a section that
 docs/design.md has, no file points at a contract outside the repository (the
 shared folder's DESIGN.md or STYLE.md, a ../shared path), a quoted section of
 README.md, BENCHMARKS.md or a docs/ page ("README, "Errors"",
@@ -8,9 +8,9 @@ pages leads to a file that exists.
 
 The documentation (*.md) must already read so. The other files (code
 comments, messages) still cite "DESIGN.md section N" and sections moved to
-docs/bench-log.md while the restructuring of issue 43 moves their paths;
-their test is marked xfail(strict=True) until the rewrite runs over them, so
-it fails (XPASS) the day they resolve and the marker must go."""
+docs/bench-log.md while the kernels/ restructuring moves their paths; their
+test is marked xfail(strict=True) until the rewrite runs over them, so it
+fails (XPASS) the day they resolve and the marker must go."""
 import os
 import re
 import subprocess
@@ -159,8 +159,8 @@ def test_the_docs_cite_only_design_sections_and_sections_that_exist():
 
 
 @pytest.mark.xfail(strict=True, reason="code comments and messages still cite DESIGN.md and "
-                   "sections now in docs/bench-log.md; the lead rewrites them after issue 43's "
-                   "code moves land, then this marker goes")
+                   "sections now in docs/bench-log.md until the rewrite runs over them once "
+                   "the kernels/ restructuring lands; then this marker goes")
 def test_the_sources_cite_only_design_sections_and_sections_that_exist():
     assert reference_problems(SOURCES, design_sections()) == []
 
@@ -177,12 +177,17 @@ def test_the_checks_catch_what_they_check():
            ("d.md", 'README, "A section nobody wrote"'),
            ("e.md", 'docs/design.md sections 3 and 12'),
            ("f.md", 'docs/design.md section 3a, "Warp shuffles"'),
-           ("g.cpp", "// (docs/design.md\n// section 3z)")]
+           ("g.cpp", "// (docs/design.md\n// section 3z)"),
+           ("j.md", 'BENCHMARKS.md, "Read-ahead into L2"'),   # moved to the log
+           ("k.md", 'docs/replay.md, "every index in [0, N), checked"')]  # words, not a section
     found = reference_problems(bad, sections)
     for name, _ in bad:
         assert any(p.startswith(f"{name}:") for p in found), (name, found)
-    good = [("h.md", 'docs/design.md sections 3, 3a and 9; docs/design.md section 3a, "Float math"'),
-            ("i.cpp", "// (docs/design.md\n// section 5b); README \"Errors\"")]
+    good = [("h.md", 'docs/design.md sections 3, 3a and 9; '
+                     'docs/design.md section 3a, "Float math"'),
+            ("i.cpp", "// (docs/design.md\n// section 5b); README \"Errors\""),
+            ("l.md", 'docs/bench-log.md, "Read-ahead into L2"; docs/replay.md: "every index in '
+                     '[0, N), checked"')]
     assert reference_problems(good, sections) == []
     links = [("docs/x.md", "[a](design.md) [b](../README.md#errors) [c](https://example.org)"),
              ("docs/y.md", "[gone](nowhere.md)"), ("docs/z.md", "[bad](../README.md#no-such)")]
